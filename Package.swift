@@ -1,0 +1,38 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// One settings array for every target: Swift 6 language mode (complete
+// concurrency checking) everywhere.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "SafeObserve",
+    // `Synchronization.Mutex` and `Atomic` set the floor on Apple platforms.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    products: [
+        .library(name: "SafeObserve", targets: ["SafeObserve"])
+    ],
+    // The library depends on nothing beyond the Swift toolchain.
+    dependencies: [],
+    targets: [
+        .target(
+            name: "SafeObserve",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "SafeObserveDemo",
+            dependencies: ["SafeObserve"],
+            path: "Examples/SafeObserveDemo",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SafeObserveTests",
+            dependencies: ["SafeObserve"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

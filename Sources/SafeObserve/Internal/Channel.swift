@@ -1,0 +1,216 @@
+import Synchronization
+
+/// The type-erased face of a ``_Channel``, used by tokens and proxies.
+protocol _AnyChannel: AnyObject, Sendable {
+    /// Detaches `token` from this property; releases its handler outside the lock.
+    func remove(_ token: ObservationToken)
+    /// The active relations, in registration order.
+    func liveTokens() -> [ObservationToken]
+}
+
+/// One relation as the observed side stores it: the token and the handler.
+///
+/// The handler lives here and nowhere else, so removing a relation from its
+/// channel is what releases the handler closure and everything it captured.
+struct _Subscriber<Value> {
+    let token: ObservationToken
+    /// `nil` once the relation was removed (a tombstone until compaction).
+    var deliver: (@Sendable (AnyObject, AnyObject, ObservedChange<Value>) -> Void)?
+}
+
+/// The relations registered on one `@Observed` property of one object.
+///
+/// A channel is shared state: its object's storage reaches it through the
+/// ``_Sentinel``, and every ``ObservationToken`` on it holds it strongly so it
+/// can remove itself whatever the order of deaths. All mutable state is inside
+/// one `Mutex`; no user code runs while it is held (handlers, and the closures
+/// whose release could run user `deinit`s, are moved out first).
+@usableFromInline
+final class _Channel<Value>: _AnyChannel {
+    struct State {
+        /// Registration order; removed relations are tombstones (`deliver == nil`).
+        var subscribers: ContiguousArray<_Subscriber<Value>> = []
+        var liveCount = 0
+        /// Live relations asking for `.old` (the setter copies the old value only then).
+        var oldCount = 0
+        /// Live relations asking for `.prior`.
+        var priorCount = 0
+        /// Round-robin position of the sweep for relations whose listener died.
+        var sweepCursor = 0
+        var isTornDown = false
+    }
+
+    /// What one change delivers to: a snapshot taken under the lock.
+    struct Emission {
+        let subscribers: ContiguousArray<_Subscriber<Value>>
+        let needsOld: Bool
+        let hasPrior: Bool
+    }
+
+    let state = Mutex(State())
+
+    init() {}
+
+    // MARK: Registration
+
+    /// Appends a relation; `false` if the property's object died meanwhile or
+    /// the token was already removed by a concurrent unobserve.
+    ///
+    /// Also inspects two older relations (round-robin) and removes those whose
+    /// listener died, so that relations of dead listeners on an object that
+    /// never changes stay bounded.
+    ///
+    /// - Complexity: Amortized O(1).
+    func add(
+        _ token: ObservationToken,
+        deliver: @escaping @Sendable (AnyObject, AnyObject, ObservedChange<Value>) -> Void
+    ) -> Bool {
+        let (added, orphans) = state.withLock { state -> (Bool, [ObservationToken]) in
+            guard !state.isTornDown, token.isActive else { return (false, []) }
+            var orphans: [ObservationToken] = []
+            let count = state.subscribers.count
+            if count > 0 {
+                for _ in 0..<2 {
+                    if state.sweepCursor >= count { state.sweepCursor = 0 }
+                    let subscriber = state.subscribers[state.sweepCursor]
+                    if subscriber.deliver != nil, subscriber.token.listener == nil {
+                        orphans.append(subscriber.token)
+                    }
+                    state.sweepCursor += 1
+                }
+            }
+            token._slot = count
+            state.subscribers.append(_Subscriber(token: token, deliver: deliver))
+            state.liveCount += 1
+            if token.options.contains(.old) { state.oldCount += 1 }
+            if token.options.contains(.prior) { state.priorCount += 1 }
+            return (true, orphans)
+        }
+        for orphan in orphans { orphan._remove() }
+        return added
+    }
+
+    /// - Complexity: Amortized O(1): removal leaves a tombstone, and the list is
+    ///   compacted in one pass once tombstones outnumber live relations.
+    func remove(_ token: ObservationToken) {
+        let released = state.withLock { state -> (@Sendable (AnyObject, AnyObject, ObservedChange<Value>) -> Void)? in
+            let slot = token._slot
+            guard !state.isTornDown, slot >= 0, slot < state.subscribers.count,
+                state.subscribers[slot].token === token
+            else { return nil }
+            let deliver = state.subscribers[slot].deliver
+            state.subscribers[slot].deliver = nil
+            token._slot = -1
+            state.liveCount -= 1
+            if token.options.contains(.old) { state.oldCount -= 1 }
+            if token.options.contains(.prior) { state.priorCount -= 1 }
+            let dead = state.subscribers.count - state.liveCount
+            if dead >= 16, dead > state.liveCount {
+                Self.compact(&state)
+            }
+            return deliver
+        }
+        // The handler (and whatever it captured) is released here, unlocked.
+        _ = released
+    }
+
+    private static func compact(_ state: inout State) {
+        var kept = ContiguousArray<_Subscriber<Value>>()
+        kept.reserveCapacity(state.liveCount)
+        for subscriber in state.subscribers where subscriber.deliver != nil {
+            subscriber.token._slot = kept.count
+            kept.append(subscriber)
+        }
+        state.subscribers = kept
+        state.sweepCursor = 0
+    }
+
+    // MARK: Emission
+
+    /// Takes the snapshot a change is delivered to, or `nil` when nobody
+    /// listens or `root` is inside its own `deinit`.
+    ///
+    /// - Complexity: O(1): one lock and one retain of the relation list.
+    func beginEmission(on root: AnyObject) -> Emission? {
+        let emission = state.withLock { state -> Emission? in
+            guard state.liveCount > 0 else { return nil }
+            return Emission(
+                subscribers: state.subscribers,
+                needsOld: state.oldCount > 0,
+                hasPrior: state.priorCount > 0
+            )
+        }
+        guard let emission, !_swift_isDeallocating(root) else { return nil }
+        return emission
+    }
+
+    /// Delivers one phase of a change to the snapshot, unlocked.
+    ///
+    /// A relation removed meanwhile (even by an earlier handler of this very
+    /// loop) is skipped; a relation whose listener died is collected in
+    /// `orphans` for removal once delivery is over.
+    ///
+    /// - Complexity: O(*n*) in the relations of this property only.
+    static func deliver(
+        _ emission: Emission, root: AnyObject, old: Value?, new: Value?, isPrior: Bool,
+        orphans: inout [ObservationToken]
+    ) {
+        for subscriber in emission.subscribers {
+            guard let deliver = subscriber.deliver else { continue }
+            let token = subscriber.token
+            let options = token.options
+            if isPrior, !options.contains(.prior) { continue }
+            guard token.isActive else { continue }
+            guard let listener = token.listener else {
+                orphans.append(token)
+                continue
+            }
+            deliver(
+                listener, root,
+                ObservedChange(
+                    newValue: isPrior || !options.contains(.new) ? nil : new,
+                    oldValue: options.contains(.old) ? old : nil,
+                    isPrior: isPrior,
+                    isInitial: false
+                )
+            )
+        }
+    }
+
+    // MARK: Teardown
+
+    /// Called once, from the sentinel's `deinit`: the object died.
+    ///
+    /// Every relation is marked removed, every listener proxy forgets it, and
+    /// every handler is released — after the lock is dropped.
+    ///
+    /// - Complexity: O(*n*) in the relations of this property.
+    func tearDown() {
+        let subscribers = state.withLock { state -> ContiguousArray<_Subscriber<Value>> in
+            state.isTornDown = true
+            state.liveCount = 0
+            state.oldCount = 0
+            state.priorCount = 0
+            defer { state.subscribers = [] }
+            return state.subscribers
+        }
+        var byProxy: [ObjectIdentifier: (proxy: _ListenerProxy, tokens: [ObservationToken])] = [:]
+        for subscriber in subscribers where subscriber.deliver != nil {
+            let token = subscriber.token
+            guard token._markRemoved(), let proxy = token.proxy else { continue }
+            byProxy[ObjectIdentifier(proxy), default: (proxy, [])].tokens.append(token)
+        }
+        for (_, group) in byProxy {
+            group.proxy.forget(group.tokens)
+        }
+        // `subscribers` (and so every handler) is released here, unlocked.
+    }
+
+    // MARK: Introspection
+
+    func liveTokens() -> [ObservationToken] {
+        state.withLock { state in
+            state.subscribers.compactMap { $0.deliver != nil && $0.token.isActive ? $0.token : nil }
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import Synchronization
+
+/// Where programmer errors (bad key paths, observing from a `deinit`) go.
+///
+/// Debug builds stop in `assertionFailure` so the mistake is found at once;
+/// release builds print the message once to standard error and carry on with
+/// an inert token. Tests replace the handler to assert on the message.
+enum _Diagnostics {
+    typealias Handler = @Sendable (String) -> Void
+
+    private static let state = Mutex<(handler: Handler?, reported: Set<String>)>((nil, []))
+
+    static func reportProgrammerError(_ message: String) {
+        let handler: Handler? = state.withLock { state in
+            if let handler = state.handler { return handler }
+            // Release builds: print each distinct message once.
+            guard state.reported.insert(message).inserted else { return { _ in } }
+            return nil
+        }
+        if let handler {
+            handler(message)
+            return
+        }
+        assertionFailure(message)
+        _writeToStandardError(message)
+    }
+
+    /// Runs `body` with every programmer error routed to `handler` (tests).
+    static func withHandler<R>(_ handler: @escaping Handler, _ body: () throws -> R) rethrows -> R {
+        let previous = state.withLock { state in
+            let previous = state.handler
+            state.handler = handler
+            return previous
+        }
+        defer { state.withLock { $0.handler = previous } }
+        return try body()
+    }
+
+    /// A readable name for `keyPath`, for messages.
+    static func describe<Root, Value>(_ keyPath: KeyPath<Root, Value>) -> String {
+        let raw = String(describing: keyPath)
+        // Key paths through computed properties print as `<computed 0x… (T)>`;
+        // keep the root and the value type, which is what identifies them.
+        if raw.contains("<computed") {
+            return "\\\(Root.self).<property of type \(Value.self)>"
+        }
+        return raw
+    }
+}

@@ -1,0 +1,216 @@
+import Synchronization
+
+/// The listener's side of its relations: which objects it observes, and
+/// which key paths of each.
+///
+/// A proxy lives in the listener's ``ObserverLifetime`` (listeners adopting
+/// ``SafeObserver``, torn down inside their own `deinit`) or in the global
+/// ``_ProxyTable`` (any other class, torn down by the sweep, by the next change
+/// that reaches a dead listener, or by the observed object's death).
+final class _ListenerProxy: Sendable {
+    struct State {
+        /// Relations by observed object, each list in registration order.
+        var relations: [ObjectIdentifier: ContiguousArray<ObservationToken>] = [:]
+        var isTornDown = false
+    }
+
+    let state = Mutex(State())
+
+    init() {}
+
+    /// The active relation for (`object`, `keyPath`) if there is one on
+    /// `channel`; otherwise the token `make` returns, recorded.
+    ///
+    /// `nil` when the proxy was torn down (its listener is being destroyed).
+    /// A relation with the same object identity but another channel belongs to
+    /// a dead object whose address was reused: it is replaced, never reused.
+    ///
+    /// - Complexity: O(*k*), *k* being the key paths observed on `object`.
+    func relation(
+        for object: ObjectIdentifier, keyPath: AnyKeyPath, channel: any _AnyChannel,
+        orInsert make: () -> ObservationToken
+    ) -> (token: ObservationToken, inserted: Bool)? {
+        let (result, stale) = state.withLock { state -> ((ObservationToken, Bool)?, [ObservationToken]) in
+            guard !state.isTornDown else { return (nil, []) }
+            var list = state.relations[object, default: []]
+            var stale: [ObservationToken] = []
+            list.removeAll { token in
+                if !token.isActive { return true }
+                if token.channel !== channel, token.keyPath == keyPath {
+                    stale.append(token)
+                    return true
+                }
+                return false
+            }
+            if let existing = list.first(where: { $0.keyPath == keyPath }) {
+                state.relations[object] = list
+                return ((existing, false), stale)
+            }
+            let token = make()
+            list.append(token)
+            state.relations[object] = list
+            return ((token, true), stale)
+        }
+        for token in stale { token._remove() }
+        return result
+    }
+
+    /// Forgets `tokens` (already marked removed by the caller).
+    ///
+    /// - Complexity: O(*k* + *m*) per observed object touched.
+    func forget(_ tokens: [ObservationToken]) {
+        state.withLock { state in
+            for token in tokens {
+                guard let object = token.observedObjectID, var list = state.relations[object] else { continue }
+                if let index = list.firstIndex(where: { $0 === token }) {
+                    list.remove(at: index)
+                }
+                state.relations[object] = list.isEmpty ? nil : list
+            }
+        }
+    }
+
+    /// The relations on `object` (or on every object when `nil`).
+    func tokens(on object: ObjectIdentifier?) -> [ObservationToken] {
+        state.withLock { state in
+            if let object {
+                return Array(state.relations[object] ?? []).filter(\.isActive)
+            }
+            return state.relations.values.flatMap { $0 }.filter(\.isActive)
+        }
+    }
+
+    /// Removes every relation; with `final`, the proxy accepts no new ones.
+    ///
+    /// - Complexity: O(*n*) in the listener's relations.
+    func removeAll(final: Bool) {
+        let relations = state.withLock { state in
+            if final { state.isTornDown = true }
+            defer { state.relations = [:] }
+            return state.relations
+        }
+        for (_, list) in relations {
+            for token in list where token._markRemoved() {
+                token.channel?.remove(token)
+            }
+        }
+    }
+
+    /// Finds the proxy of `listener`: its ``ObserverLifetime`` if it adopts
+    /// ``SafeObserver``, the global table's entry otherwise.
+    ///
+    /// With `create: false`, nothing is ever allocated (safe inside `deinit`).
+    static func of(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
+        if let observer = listener as? any SafeObserver {
+            return observer.observerLifetime.proxy
+        }
+        return _ProxyTable.shared.proxy(for: listener, create: create)
+    }
+}
+
+/// Proxies of listeners that do not adopt ``SafeObserver``.
+///
+/// Such a listener cannot be given a `deinit` hook on Linux, so its proxy is
+/// kept here, next to a weak reference that tells whether it is alive. Each
+/// new entry inspects two old ones (round-robin) and tears down those whose
+/// listener died, so dead entries never outnumber live ones by more than a
+/// constant factor, with O(1) work per registration.
+final class _ProxyTable: Sendable {
+    struct Entry: @unchecked Sendable {
+        // @unchecked Sendable: `listener` is only loaded to compare identities
+        // and test liveness, under the table's lock; it is never called into.
+
+        /// The listener's identity when it registered (the key in `index`).
+        let id: ObjectIdentifier
+        weak var listener: AnyObject?
+        let proxy: _ListenerProxy
+    }
+
+    struct State {
+        var entries: [Entry] = []
+        var index: [ObjectIdentifier: Int] = [:]
+        var sweepCursor = 0
+    }
+
+    static let shared = _ProxyTable()
+
+    let state = Mutex(State())
+
+    /// - Complexity: Amortized O(1).
+    func proxy(for listener: AnyObject, create: Bool) -> _ListenerProxy? {
+        let id = ObjectIdentifier(listener)
+        // nonisolated(unsafe): the table only keeps a weak reference to the
+        // listener and compares it by identity; it never calls into it.
+        nonisolated(unsafe) let listener = listener
+        let (proxy, dead) = state.withLock { state -> (_ListenerProxy?, [_ListenerProxy]) in
+            var dead: [_ListenerProxy] = []
+            if let position = state.index[id] {
+                let entry = state.entries[position]
+                if entry.listener === listener {
+                    return (entry.proxy, [])
+                }
+                // `entry.listener` is nil: either `listener` is inside its own
+                // deinit (the entry is its own), or a dead listener's entry was
+                // left at a reused address.
+                if _swift_isDeallocating(listener) {
+                    return (create ? nil : entry.proxy, [])
+                }
+                dead.append(Self.remove(at: position, from: &state))
+            }
+            guard create else { return (nil, dead) }
+            // Amortized sweep: inspect two entries per new entry.
+            for _ in 0..<2 where !state.entries.isEmpty {
+                if state.sweepCursor >= state.entries.count { state.sweepCursor = 0 }
+                if state.entries[state.sweepCursor].listener == nil {
+                    dead.append(Self.remove(at: state.sweepCursor, from: &state))
+                } else {
+                    state.sweepCursor += 1
+                }
+            }
+            let proxy = _ListenerProxy()
+            state.index[id] = state.entries.count
+            state.entries.append(Entry(id: id, listener: listener, proxy: proxy))
+            return (proxy, dead)
+        }
+        for proxy in dead { proxy.removeAll(final: true) }
+        return proxy
+    }
+
+    /// Removes the entry at `position` by moving the last one into its place.
+    ///
+    /// - Complexity: O(1).
+    private static func remove(at position: Int, from state: inout State) -> _ListenerProxy {
+        let removed = state.entries[position]
+        state.index[removed.id] = nil
+        let last = state.entries.removeLast()
+        if position < state.entries.count {
+            state.entries[position] = last
+            state.index[last.id] = position
+        }
+        return removed.proxy
+    }
+
+    /// Tears down every entry whose listener died; returns how many.
+    @discardableResult
+    func sweepAll() -> Int {
+        let dead = state.withLock { state -> [_ListenerProxy] in
+            var dead: [_ListenerProxy] = []
+            var position = 0
+            while position < state.entries.count {
+                if state.entries[position].listener == nil {
+                    dead.append(Self.remove(at: position, from: &state))
+                } else {
+                    position += 1
+                }
+            }
+            return dead
+        }
+        for proxy in dead { proxy.removeAll(final: true) }
+        return dead.count
+    }
+
+    /// Entries, live or not yet swept (leak tests).
+    var count: Int {
+        state.withLock { $0.entries.count }
+    }
+}

@@ -1,0 +1,38 @@
+/// The deinit listener of one observed property of one object.
+///
+/// Created on the first observation of the property and stored next to its
+/// value (in the `@Observed` storage, or in a ``SafeObservationRegistrar``),
+/// a sentinel is held by nothing else: its `deinit` runs while its object is
+/// being destroyed, before that memory can be reused, and tears down every
+/// relation on the property. Relations hold the ``_Channel`` (the shared
+/// state), never the sentinel, so they cannot delay that moment.
+@usableFromInline
+final class _Sentinel<Value>: @unchecked Sendable {
+    // @unchecked Sendable: both stored properties are immutable; `object` is an
+    // identity-only back-pointer that is never dereferenced as an object.
+
+    /// The observed object, for identity and debugging only.
+    // unowned(unsafe): never read after the object dies — the sentinel is owned
+    // by the object's own storage, so it cannot outlive it.
+    unowned(unsafe) let object: AnyObject
+
+    @usableFromInline
+    let channel = _Channel<Value>()
+
+    init(object: AnyObject) {
+        self.object = object
+    }
+
+    deinit {
+        channel.tearDown()
+    }
+}
+
+/// A sentinel of any value type (the manual registrar stores several).
+protocol _AnySentinel: AnyObject, Sendable {
+    var anyChannel: any _AnyChannel { get }
+}
+
+extension _Sentinel: _AnySentinel {
+    var anyChannel: any _AnyChannel { channel }
+}

@@ -1,0 +1,70 @@
+/// What a change handler receives, mirroring Key-Value Observing's options.
+///
+/// ```swift
+/// counter.safeObserve(\.count, by: self, options: [.initial, .old, .new]) { _, _, change in
+///     print(change.oldValue as Any, "→", change.newValue as Any)
+/// }
+/// ```
+///
+/// The default for `safeObserve` is `[.new]`.
+public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: UInt8
+
+    /// Creates options from their raw bits.
+    ///
+    /// ```swift
+    /// let options = ObservationOptions(rawValue: 0b11)   // [.new, .old]
+    /// ```
+    public init(rawValue: UInt8) {
+        self.rawValue = rawValue
+    }
+
+    /// Changes carry the value after the change in ``ObservedChange/newValue``.
+    ///
+    /// ```swift
+    /// counter.safeObserve(\.count, by: self, options: .new) { _, _, change in print(change.newValue!) }
+    /// ```
+    public static let new = ObservationOptions(rawValue: 1 << 0)
+
+    /// Changes carry the value before the change in ``ObservedChange/oldValue``.
+    ///
+    /// ```swift
+    /// counter.safeObserve(\.count, by: self, options: [.old, .new]) { _, _, change in
+    ///     print(change.oldValue!, "→", change.newValue!)
+    /// }
+    /// ```
+    public static let old = ObservationOptions(rawValue: 1 << 1)
+
+    /// One extra delivery during registration, with the current value in
+    /// ``ObservedChange/newValue`` (whether or not ``new`` is set), `oldValue`
+    /// `nil` and ``ObservedChange/isInitial`` `true`. Only the new relation
+    /// receives it.
+    ///
+    /// ```swift
+    /// counter.safeObserve(\.count, by: label, options: [.initial, .new]) { label, _, change in
+    ///     label.text = "\(change.newValue!)"   // also runs once right now
+    /// }
+    /// ```
+    public static let initial = ObservationOptions(rawValue: 1 << 2)
+
+    /// One extra delivery before each change is stored, with
+    /// ``ObservedChange/isPrior`` `true`, `newValue` `nil`, and the old value
+    /// when ``old`` is set.
+    ///
+    /// ```swift
+    /// counter.safeObserve(\.count, by: self, options: [.prior, .old, .new]) { _, _, change in
+    ///     print(change.isPrior ? "will change from \(change.oldValue!)" : "did change")
+    /// }
+    /// ```
+    public static let prior = ObservationOptions(rawValue: 1 << 3)
+
+    /// The options in source form, such as `[.old, .new]`.
+    ///
+    /// ```swift
+    /// print(ObservationOptions([.old, .new]))   // [.new, .old]
+    /// ```
+    public var description: String {
+        let names: [(ObservationOptions, String)] = [(.new, ".new"), (.old, ".old"), (.initial, ".initial"), (.prior, ".prior")]
+        return "[" + names.filter { contains($0.0) }.map(\.1).joined(separator: ", ") + "]"
+    }
+}

@@ -1,0 +1,141 @@
+import Synchronization
+
+/// Makes a stored property of a ``SafeObservable`` class observable.
+///
+/// ```swift
+/// final class Counter: SafeObservable {
+///     @Observed var count = 0
+/// }
+///
+/// counter.safeObserve(\.count, by: label) { label, _, change in
+///     label.text = "\(change.newValue!)"
+/// }
+/// counter.count += 1   // the handler runs now, on this thread, after the store
+/// ```
+///
+/// Setting a property that nobody observes costs one branch more than a plain
+/// stored property. The bookkeeping for observers (a sentinel) is created on
+/// the property's first observation and dies with the object.
+///
+/// `@Observed` works only inside classes that conform to ``SafeObservable``;
+/// elsewhere it does not compile.
+///
+/// - Note: Registering an observation reads the property, so it needs the
+///   same synchronization as any other read of it. Everything else —
+///   handlers, unobserving, tokens, either side dying — may happen on any
+///   thread.
+@propertyWrapper
+public struct Observed<Value> {
+    @usableFromInline
+    var _value: Value
+
+    /// Created by the first observation; held by nothing else, so it dies
+    /// with the object and tears the property's relations down.
+    @usableFromInline
+    var _sentinel: _Sentinel<Value>?
+
+    /// Creates the storage with its initial value.
+    ///
+    /// ```swift
+    /// @Observed var title = "Untitled"
+    /// ```
+    @inlinable
+    public init(wrappedValue: Value) {
+        _value = wrappedValue
+        _sentinel = nil
+    }
+
+    /// Not available: `@Observed` needs its enclosing ``SafeObservable`` instance.
+    ///
+    /// ```swift
+    /// struct Settings { @Observed var volume = 1 }   // error: use SafeObservable
+    /// ```
+    @available(
+        *, unavailable,
+        message: "@Observed can only be applied to properties of classes that conform to SafeObservable"
+    )
+    public var wrappedValue: Value {
+        get { fatalError("@Observed requires an enclosing SafeObservable instance") }
+        set { fatalError("@Observed requires an enclosing SafeObservable instance") }
+    }
+
+    /// Reads and writes the property through its enclosing instance.
+    ///
+    /// You do not call this: Swift does, for every `@Observed` property of a
+    /// ``SafeObservable`` class.
+    ///
+    /// ```swift
+    /// counter.count = 3   // calls this subscript's setter
+    /// ```
+    ///
+    /// - Complexity: O(1) when nobody observes the property; otherwise one lock
+    ///   plus one call per relation on it.
+    @inlinable
+    public static subscript<EnclosingSelf: SafeObservable>(
+        _enclosingInstance instance: EnclosingSelf,
+        wrapped wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>,
+        storage storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
+    ) -> Value {
+        get {
+            if _activeTrackers.load(ordering: .relaxed) != 0 {
+                _recordAccess(instance, wrappedKeyPath, storageKeyPath)
+            }
+            return instance[keyPath: storageKeyPath]._value
+        }
+        set {
+            guard let sentinel = instance[keyPath: storageKeyPath]._sentinel else {
+                instance[keyPath: storageKeyPath]._value = newValue
+                return
+            }
+            _set(newValue, on: instance, storage: storageKeyPath, sentinel: sentinel)
+        }
+    }
+
+    /// Registration is resolving a key path: record this property, creating
+    /// its sentinel if this is its first observation.
+    @usableFromInline
+    static func _recordAccess<EnclosingSelf: SafeObservable>(
+        _ instance: EnclosingSelf,
+        _ wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>,
+        _ storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
+    ) {
+        guard let tracker = _AccessTracker.current else { return }
+        let sentinel: _Sentinel<Value>
+        if let existing = instance[keyPath: storageKeyPath]._sentinel {
+            sentinel = existing
+        } else {
+            // Never create a sentinel inside the object's own deinit.
+            guard !_swift_isDeallocating(instance) else { return }
+            sentinel = _Sentinel(object: instance)
+            instance[keyPath: storageKeyPath]._sentinel = sentinel
+        }
+        tracker.record(_Access(object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel.channel))
+    }
+
+    /// The observed setter: prior deliveries, store, change deliveries.
+    @usableFromInline
+    static func _set<EnclosingSelf: SafeObservable>(
+        _ newValue: Value,
+        on instance: EnclosingSelf,
+        storage storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>,
+        sentinel: _Sentinel<Value>
+    ) {
+        let channel = sentinel.channel
+        guard let emission = channel.beginEmission(on: instance) else {
+            instance[keyPath: storageKeyPath]._value = newValue
+            return
+        }
+        let old: Value? = emission.needsOld ? instance[keyPath: storageKeyPath]._value : nil
+        var orphans: [ObservationToken] = []
+        if emission.hasPrior {
+            _Channel.deliver(emission, root: instance, old: old, new: nil, isPrior: true, orphans: &orphans)
+        }
+        instance[keyPath: storageKeyPath]._value = newValue
+        _Channel.deliver(emission, root: instance, old: old, new: newValue, isPrior: false, orphans: &orphans)
+        for orphan in orphans { orphan._remove() }
+    }
+}
+
+extension Observed: _ObservedStorage {
+    var _channelForIntrospection: (any _AnyChannel)? { _sentinel?.channel }
+}

@@ -1,0 +1,179 @@
+/// A class whose `@Observed` properties can be observed safely.
+///
+/// Adopt it and mark properties with ``Observed``:
+///
+/// ```swift
+/// final class Counter: SafeObservable {
+///     @Observed var count = 0
+/// }
+///
+/// let token = counter.safeObserve(\.count, by: label, options: [.initial, .new]) { label, counter, change in
+///     label.text = "\(change.newValue!)"
+/// }
+/// ```
+///
+/// The relation ends by itself when either the listener or the object dies,
+/// so there is nothing to remove in `deinit`; removing too often is a no-op.
+///
+/// The protocol has no requirements: the bookkeeping lives in the `@Observed`
+/// storage and dies with the object.
+public protocol SafeObservable: AnyObject {}
+
+extension SafeObservable {
+    /// Observes `keyPath` on this object on behalf of `listener`.
+    ///
+    /// The handler receives the listener and the object as parameters, so it
+    /// never needs to capture either (capturing them strongly would keep them
+    /// alive for as long as the relation). It runs synchronously on the thread
+    /// that changed the property, after the new value is stored, and never
+    /// while SafeObserve holds a lock: it may observe, unobserve, mutate or
+    /// release anything.
+    ///
+    /// ```swift
+    /// let token = counter.safeObserve(\.count, by: label, options: [.initial, .old, .new]) { label, counter, change in
+    ///     label.text = "\(change.oldValue ?? 0) → \(change.newValue!)"
+    /// }
+    /// ```
+    ///
+    /// Guarantees:
+    /// - The handler is never called after `listener` died, after the relation
+    ///   was removed (even from inside another handler of the same change), or
+    ///   for changes made inside this object's own `deinit`.
+    /// - Observing the same (listener, object, key path) again is a no-op that
+    ///   keeps the first handler and returns the first token.
+    /// - When either side dies, the relation and its handler are released:
+    ///   at once for an object or a ``SafeObserver`` listener; for any other
+    ///   listener, by the next change that reaches it, the object's death, or
+    ///   the amortized sweep that each registration performs.
+    ///
+    /// - Parameters:
+    ///   - keyPath: An `@Observed` property of this object (`\.count`).
+    ///     Any other key path is a programmer error: debug builds stop with a
+    ///     message naming the type and the key path; release builds return an
+    ///     inert token.
+    ///   - listener: The object on whose behalf the handler runs. Held weakly.
+    ///   - options: What the handler receives; `[.new]` by default.
+    ///   - changeHandler: Called with the listener, this object and the change.
+    /// - Returns: The relation's token. Keeping it is optional.
+    /// - Complexity: Amortized O(*k*), *k* being the key paths `listener`
+    ///   observes on this object.
+    @discardableResult
+    public func safeObserve<Listener: AnyObject, Value>(
+        _ keyPath: KeyPath<Self, Value>,
+        by listener: Listener,
+        options: ObservationOptions = .new,
+        changeHandler: @escaping @Sendable (Listener, Self, ObservedChange<Value>) -> Void
+    ) -> ObservationToken {
+        _register(keyPath, by: listener, options: options, changeHandler: changeHandler)
+    }
+
+    /// Stops `listener` observing `keyPath` on this object.
+    ///
+    /// Idempotent: removing a relation that does not exist, twice, or after
+    /// either side died, does nothing. Safe inside any handler and inside the
+    /// listener's own `deinit`.
+    ///
+    /// ```swift
+    /// deinit {
+    ///     counter.safeUnobserve(\.count, by: self)   // migrated KVO code: harmless
+    /// }
+    /// ```
+    ///
+    /// - Complexity: O(*k*), *k* being the key paths `listener` observes on
+    ///   this object.
+    public func safeUnobserve<Value>(_ keyPath: KeyPath<Self, Value>, by listener: AnyObject) {
+        guard let proxy = _ListenerProxy.of(listener, create: false) else { return }
+        let keyPath = keyPath as AnyKeyPath
+        for token in proxy.tokens(on: ObjectIdentifier(self)) where token.keyPath == keyPath {
+            token._remove()
+        }
+    }
+
+    /// Stops `listener` observing every key path of this object.
+    ///
+    /// Idempotent, and safe inside handlers and inside the listener's `deinit`.
+    ///
+    /// ```swift
+    /// counter.safeUnobserve(by: label)
+    /// ```
+    ///
+    /// - Complexity: O(*k*), *k* being the key paths `listener` observes on
+    ///   this object.
+    public func safeUnobserve(by listener: AnyObject) {
+        guard let proxy = _ListenerProxy.of(listener, create: false) else { return }
+        for token in proxy.tokens(on: ObjectIdentifier(self)) {
+            token._remove()
+        }
+    }
+
+    private func _register<Listener: AnyObject, Value>(
+        _ keyPath: KeyPath<Self, Value>,
+        by listener: Listener,
+        options: ObservationOptions,
+        changeHandler: @escaping @Sendable (Listener, Self, ObservedChange<Value>) -> Void
+    ) -> ObservationToken {
+        let name = _Diagnostics.describe(keyPath)
+        if _swift_isDeallocating(self) {
+            _Diagnostics.reportProgrammerError(
+                "SafeObserve: cannot observe \(name) on \(Self.self) during the deinit of the \(Self.self)")
+            return ObservationToken(inertWith: options)
+        }
+        if _swift_isDeallocating(listener) {
+            _Diagnostics.reportProgrammerError(
+                "SafeObserve: cannot observe \(name) on \(Self.self) by a \(Listener.self) during its own deinit")
+            return ObservationToken(inertWith: options)
+        }
+
+        let (value, accesses) = _AccessTracker.resolve(keyPath, on: self)
+        guard accesses.count == 1, let access = accesses.first, access.object === self,
+            access.wrappedKeyPath == keyPath, let channel = access.channel as? _Channel<Value>
+        else {
+            let reason =
+                accesses.isEmpty
+                ? "the key path reads no @Observed property"
+                : "the key path is not a single @Observed property declared on \(Self.self) "
+                    + "(dotted, optional, computed and subclass-rooted key paths are not supported yet)"
+            _Diagnostics.reportProgrammerError("SafeObserve: cannot observe \(name) on \(Self.self): \(reason)")
+            return ObservationToken(inertWith: options)
+        }
+
+        guard let proxy = _ListenerProxy.of(listener, create: true) else {
+            return ObservationToken(inertWith: options)
+        }
+        let object = ObjectIdentifier(self)
+        guard
+            let (token, inserted) = proxy.relation(
+                for: object, keyPath: keyPath, channel: channel,
+                orInsert: {
+                    ObservationToken(
+                        keyPath: keyPath, observedObjectID: object, listener: listener,
+                        options: options, proxy: proxy, channel: channel)
+                })
+        else {
+            return ObservationToken(inertWith: options)
+        }
+        guard inserted else { return token }
+
+        let added = channel.add(token, deliver: _eraseHandler(changeHandler))
+        guard added else {
+            token._remove()
+            return token
+        }
+        if options.contains(.initial), token.isActive {
+            changeHandler(listener, self, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
+        }
+        return token
+    }
+}
+
+/// Wraps a typed handler for storage in a channel.
+///
+/// Both casts hold by construction: a relation stores exactly this listener,
+/// and only the observed object's own storage emits on its channel.
+private func _eraseHandler<Listener: AnyObject, Root: AnyObject, Value>(
+    _ handler: @escaping @Sendable (Listener, Root, ObservedChange<Value>) -> Void
+) -> @Sendable (AnyObject, AnyObject, ObservedChange<Value>) -> Void {
+    { listener, root, change in
+        handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), change)
+    }
+}

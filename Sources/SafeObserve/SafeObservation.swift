@@ -1,0 +1,66 @@
+/// Operations on relations that are not tied to one observed object:
+/// ending all of a listener's relations, and introspection for debugging and
+/// leak tests.
+///
+/// ```swift
+/// SafeObservation.removeAll(observedBy: viewModel)
+/// #expect(SafeObservation.relations(of: counter).isEmpty)
+/// ```
+public enum SafeObservation {
+    /// Ends every relation `listener` holds, on every object.
+    ///
+    /// Idempotent; safe inside handlers and inside the listener's `deinit`.
+    ///
+    /// ```swift
+    /// SafeObservation.removeAll(observedBy: self)
+    /// ```
+    ///
+    /// - Complexity: O(*n*) in the listener's relations.
+    public static func removeAll(observedBy listener: AnyObject) {
+        _ListenerProxy.of(listener, create: false)?.removeAll(final: false)
+    }
+
+    /// The active relations `listener` holds, on every object.
+    ///
+    /// ```swift
+    /// for token in SafeObservation.relations(observedBy: label) { print(token) }
+    /// ```
+    ///
+    /// - Complexity: O(*n*) in the listener's relations.
+    public static func relations(observedBy listener: AnyObject) -> [ObservationToken] {
+        _ListenerProxy.of(listener, create: false)?.tokens(on: nil) ?? []
+    }
+
+    /// The active relations on `object`, property by property, in
+    /// registration order.
+    ///
+    /// Relations of a dead listener stay listed until they are cleaned up;
+    /// ``ObservationToken/listener`` is `nil` for those.
+    ///
+    /// ```swift
+    /// print(SafeObservation.relations(of: counter).map(\.debugDescription))
+    /// ```
+    ///
+    /// - Complexity: O(*p* + *n*): it reflects over the object's *p* stored
+    ///   properties. Meant for debugging and tests, not hot paths.
+    public static func relations(of object: some SafeObservable) -> [ObservationToken] {
+        var tokens: [ObservationToken] = []
+        var mirror: Mirror? = Mirror(reflecting: object)
+        while let current = mirror {
+            for child in current.children {
+                if let storage = child.value as? any _ObservedStorage {
+                    tokens += storage._channelForIntrospection?.liveTokens() ?? []
+                } else if let registrar = child.value as? SafeObservationRegistrar {
+                    tokens += registrar.liveTokens()
+                }
+            }
+            mirror = current.superclassMirror
+        }
+        return tokens
+    }
+}
+
+/// Storage that may hold a property's channel (introspection only).
+protocol _ObservedStorage {
+    var _channelForIntrospection: (any _AnyChannel)? { get }
+}

@@ -1,0 +1,134 @@
+import Synchronization
+
+/// Makes properties observable that `@Observed` cannot wrap: custom setters,
+/// values stored elsewhere, derived state you update by hand — the
+/// counterpart of Key-Value Observing's `willChangeValue` / `didChangeValue`.
+///
+/// Keep one registrar as a stored `let` of the object (and nowhere else: its
+/// lifetime tells SafeObserve when the object is gone). Report reads with
+/// ``access(_:keyPath:)`` and writes with ``withMutation(of:keyPath:_:)``:
+///
+/// ```swift
+/// final class Thermostat: SafeObservable {
+///     let registrar = SafeObservationRegistrar()
+///     private var storedCelsius = 20.0
+///
+///     var celsius: Double {
+///         get {
+///             registrar.access(self, keyPath: \.celsius)
+///             return storedCelsius
+///         }
+///         set {
+///             registrar.withMutation(of: self, keyPath: \.celsius) {
+///                 storedCelsius = min(max(newValue, 5), 30)
+///             }
+///         }
+///     }
+/// }
+///
+/// thermostat.safeObserve(\.celsius, by: display) { display, _, change in
+///     display.show(change.newValue!)
+/// }
+/// ```
+///
+/// Old and new values are read through the key path, before and after the
+/// mutation, only when some relation asks for them.
+public final class SafeObservationRegistrar: Sendable {
+    private let sentinels = Mutex<[_KeyPathKey: any _AnySentinel]>([:])
+
+    /// Creates an empty registrar; nothing is allocated per property until
+    /// the property is first observed.
+    ///
+    /// ```swift
+    /// let registrar = SafeObservationRegistrar()
+    /// ```
+    public init() {}
+
+    /// Reports a read of `keyPath`; call it in the property's getter.
+    ///
+    /// Costs one relaxed atomic load and a branch unless an observation is
+    /// being registered on this thread.
+    ///
+    /// ```swift
+    /// get {
+    ///     registrar.access(self, keyPath: \.celsius)
+    ///     return storedCelsius
+    /// }
+    /// ```
+    @inlinable
+    public func access<Object: SafeObservable, Value>(_ object: Object, keyPath: KeyPath<Object, Value>) {
+        if _activeTrackers.load(ordering: .relaxed) != 0 {
+            _recordAccess(object, keyPath: keyPath)
+        }
+    }
+
+    /// Runs `mutation` and delivers the change of `keyPath` to its observers.
+    ///
+    /// Observers asking for `.prior` are called before `mutation`, the others
+    /// after it. If `mutation` throws, the error propagates and no change is
+    /// delivered (prior deliveries already made stay made).
+    ///
+    /// ```swift
+    /// set {
+    ///     registrar.withMutation(of: self, keyPath: \.celsius) { storedCelsius = newValue }
+    /// }
+    /// ```
+    ///
+    /// - Returns: What `mutation` returns.
+    /// - Complexity: O(1) when nobody observes `keyPath` (a lock and a lookup);
+    ///   otherwise plus one call per relation.
+    public func withMutation<Object: SafeObservable, Value, Result>(
+        of object: Object, keyPath: KeyPath<Object, Value>, _ mutation: () throws -> Result
+    ) rethrows -> Result {
+        guard let sentinel: _Sentinel<Value> = sentinel(for: object, keyPath: keyPath, create: false),
+            let emission = sentinel.channel.beginEmission(on: object)
+        else {
+            return try mutation()
+        }
+        let old: Value? = emission.needsOld ? object[keyPath: keyPath] : nil
+        var orphans: [ObservationToken] = []
+        if emission.hasPrior {
+            _Channel.deliver(emission, root: object, old: old, new: nil, isPrior: true, orphans: &orphans)
+        }
+        defer { for orphan in orphans { orphan._remove() } }
+        let result = try mutation()
+        let new = object[keyPath: keyPath]
+        _Channel.deliver(emission, root: object, old: old, new: new, isPrior: false, orphans: &orphans)
+        return result
+    }
+
+    @usableFromInline
+    func _recordAccess<Object: SafeObservable, Value>(_ object: Object, keyPath: KeyPath<Object, Value>) {
+        guard let tracker = _AccessTracker.current,
+            let sentinel: _Sentinel<Value> = sentinel(for: object, keyPath: keyPath, create: true)
+        else { return }
+        tracker.record(_Access(object: object, wrappedKeyPath: keyPath, channel: sentinel.channel))
+    }
+
+    private func sentinel<Value>(for object: AnyObject, keyPath: AnyKeyPath, create: Bool) -> _Sentinel<Value>? {
+        let keyPath = _KeyPathKey(keyPath: keyPath)
+        if let existing = sentinels.withLock({ $0[keyPath] }) {
+            return existing as? _Sentinel<Value>
+        }
+        // Never create a sentinel inside the object's own deinit.
+        guard create, !_swift_isDeallocating(object) else { return nil }
+        let candidate = _Sentinel<Value>(object: object)
+        let winner = sentinels.withLock { sentinels in
+            if let existing = sentinels[keyPath] { return existing }
+            sentinels[keyPath] = candidate
+            return candidate
+        }
+        return winner as? _Sentinel<Value>
+    }
+
+    func liveTokens() -> [ObservationToken] {
+        let channels = sentinels.withLock { $0.values.map(\.anyChannel) }
+        return channels.flatMap { $0.liveTokens() }
+    }
+}
+
+/// A key path as a dictionary key that may cross into a lock.
+struct _KeyPathKey: Hashable, @unchecked Sendable {
+    // @unchecked Sendable: a key path object is immutable once formed.
+    let keyPath: AnyKeyPath
+}
