@@ -35,7 +35,8 @@ do {
     counter.count = 1
     label = nil
     counter.count = 2  // KVO: message to a dangling pointer. SafeObserve: nobody to call.
-    print("  after the label died, the change went nowhere; relations left: \(SafeObservation.relations(of: counter).count)")
+    let left = SafeObservation.relations(of: counter).count
+    print("  after the label died, the change went nowhere; relations left: \(left)")
 }
 
 print("2. The observed object dies while it is still observed")

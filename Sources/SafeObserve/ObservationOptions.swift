@@ -8,6 +8,11 @@
 ///
 /// The default for `safeObserve` is `[.new]`.
 public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    /// The options' bits: `.new` is bit 0, `.old` bit 1, `.initial` bit 2, `.prior` bit 3.
+    ///
+    /// ```swift
+    /// assert(ObservationOptions.old.rawValue == 2)
+    /// ```
     public let rawValue: UInt8
 
     /// Creates options from their raw bits.
@@ -64,7 +69,9 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
     /// print(ObservationOptions([.old, .new]))   // [.new, .old]
     /// ```
     public var description: String {
-        let names: [(ObservationOptions, String)] = [(.new, ".new"), (.old, ".old"), (.initial, ".initial"), (.prior, ".prior")]
+        let names: [(ObservationOptions, String)] = [
+            (.new, ".new"), (.old, ".old"), (.initial, ".initial"), (.prior, ".prior"),
+        ]
         return "[" + names.filter { contains($0.0) }.map(\.1).joined(separator: ", ") + "]"
     }
 }

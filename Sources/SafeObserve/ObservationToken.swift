@@ -130,10 +130,23 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
         channel?.remove(self)
     }
 
+    /// Whether two tokens are the same relation (identity).
+    ///
+    /// ```swift
+    /// let first = counter.safeObserve(\.count, by: self) { _, _, _ in }
+    /// let again = counter.safeObserve(\.count, by: self) { _, _, _ in }
+    /// assert(first == again)   // deduplicated: the same relation
+    /// ```
     public static func == (lhs: ObservationToken, rhs: ObservationToken) -> Bool {
         lhs === rhs
     }
 
+    /// Hashes the token's identity.
+    ///
+    /// ```swift
+    /// var tokens: Set<ObservationToken> = []
+    /// tokens.insert(counter.safeObserve(\.count, by: self) { _, _, _ in })
+    /// ```
     public func hash(into hasher: inout Hasher) {
         hasher.combine(ObjectIdentifier(self))
     }

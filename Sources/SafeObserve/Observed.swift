@@ -125,6 +125,10 @@ public struct Observed<Value> {
             instance[keyPath: storageKeyPath]._value = newValue
             return
         }
+        // Unmanaged retain: a handler may drop the last other reference to the
+        // object (the caller may only borrow it); keep it alive until we return.
+        let retained = Unmanaged.passRetained(instance)
+        defer { retained.release() }
         let old: Value? = emission.needsOld ? instance[keyPath: storageKeyPath]._value : nil
         var orphans: [ObservationToken] = []
         if emission.hasPrior {

@@ -85,6 +85,10 @@ public final class SafeObservationRegistrar: Sendable {
         else {
             return try mutation()
         }
+        // Unmanaged retain: a handler may drop the last other reference to the
+        // object (the caller may only borrow it); keep it alive until we return.
+        let retained = Unmanaged.passRetained(object)
+        defer { retained.release() }
         let old: Value? = emission.needsOld ? object[keyPath: keyPath] : nil
         var orphans: [ObservationToken] = []
         if emission.hasPrior {

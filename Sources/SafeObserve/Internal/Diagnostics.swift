@@ -26,7 +26,7 @@ enum _Diagnostics {
     }
 
     /// Runs `body` with every programmer error routed to `handler` (tests).
-    static func withHandler<R>(_ handler: @escaping Handler, _ body: () throws -> R) rethrows -> R {
+    static func withHandler<R>(_ handler: @escaping Handler, body: () throws -> R) rethrows -> R {
         let previous = state.withLock { state in
             let previous = state.handler
             state.handler = handler

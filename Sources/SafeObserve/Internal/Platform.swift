@@ -2,13 +2,13 @@
 // that porting SafeObserve to another platform means reading one page.
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Android)
-import Android
+    import Android
 #endif
 
 /// A per-thread slot holding one raw pointer, backed by a pthread key.
@@ -41,9 +41,9 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
 /// reserves for its own use of runtime symbols.
 private let _isDeallocatingFunction: (@convention(c) (UnsafeMutableRawPointer) -> Bool)? = {
     #if canImport(Darwin)
-    let handle = UnsafeMutableRawPointer(bitPattern: -2)  // RTLD_DEFAULT
+        let handle = UnsafeMutableRawPointer(bitPattern: -2)  // RTLD_DEFAULT
     #else
-    let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
+        let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
     #endif
     guard let symbol = dlsym(handle, "swift_isDeallocating") else { return nil }
     // unsafeBitCast: a C function pointer, to the runtime's documented C signature.

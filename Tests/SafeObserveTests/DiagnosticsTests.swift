@@ -1,0 +1,72 @@
+import Testing
+
+@testable import SafeObserve
+
+private final class Mixed: SafeObservable {
+    @Observed var count = 0
+    @Observed var child: Counter? = nil
+    var plain = 0
+    var doubled: Int { count * 2 }
+}
+
+/// Programmer errors: clear messages naming the type and key path, and an
+/// inert token instead of a crash. Serialized: the diagnostics handler is global.
+@Suite("Programmer errors", .serialized)
+struct DiagnosticsTests {
+    private func expectRejected<Value>(
+        _ keyPath: KeyPath<Mixed, Value>, on object: Mixed, mentioning fragments: [String]
+    ) {
+        let messages = EventLog()
+        let listener = Listener()
+        let log = EventLog()
+        let token = _Diagnostics.withHandler {
+            messages.record($0)
+        } body: {
+            object.safeObserve(keyPath, by: listener, options: [.initial]) { _, _, _ in log.record("called") }
+        }
+        #expect(!token.isActive)
+        #expect(token.keyPath == nil)
+        #expect(log.entries.isEmpty)
+        #expect(messages.entries.count == 1)
+        for fragment in fragments {
+            #expect(messages.entries.first?.contains(fragment) == true, "\(messages.entries) lacks \(fragment)")
+        }
+    }
+
+    @Test func aKeyPathThatReadsNoObservedProperty_isRejected() {
+        expectRejected(\.plain, on: Mixed(), mentioning: ["\\Mixed.plain", "reads no @Observed property"])
+    }
+
+    @Test func computedAndDottedKeyPaths_areRejectedUntilTheyAreSupported() {
+        let mixed = Mixed()
+        mixed.child = Counter()
+        expectRejected(\.doubled, on: mixed, mentioning: ["Mixed", "not a single @Observed property"])
+        expectRejected(\.child?.count, on: mixed, mentioning: ["Mixed", "Optional<Int>"])
+    }
+
+    @Test func observingFromADeinitIsRejectedWithoutCreatingAnything() {
+        let messages = EventLog()
+        _Diagnostics.withHandler {
+            messages.record($0)
+        } body: {
+            let counter = Counter()
+            do {
+                let listener = Listener()
+                listener.onDeinit = { [counter] listener in
+                    let token = counter.safeObserve(\.count, by: listener) { _, _, _ in }
+                    #expect(!token.isActive)
+                }
+            }
+            var observed: Counter? = Counter()
+            observed!.onDeinit = { counter in
+                let token = counter.safeObserve(\.count, by: counter) { _, _, _ in }
+                #expect(!token.isActive)
+                #expect(!hasSentinel(counter, storage: "_count"))
+            }
+            observed = nil
+            #expect(SafeObservation.relations(of: counter).isEmpty)
+        }
+        #expect(messages.entries.count == 2)
+        #expect(messages.entries.allSatisfy { $0.contains("deinit") && $0.contains("Counter") })
+    }
+}

@@ -1,0 +1,115 @@
+import Synchronization
+
+@testable import SafeObserve
+
+/// Counts live instances of the test fixtures (deinit counters for leak tests).
+final class LifetimeCounter: Sendable {
+    private let live = Atomic<Int>(0)
+    private let deinits = Atomic<Int>(0)
+
+    var liveCount: Int { live.load(ordering: .relaxed) }
+    var deinitCount: Int { deinits.load(ordering: .relaxed) }
+
+    func didInit() { live.add(1, ordering: .relaxed) }
+    func didDeinit() {
+        live.subtract(1, ordering: .relaxed)
+        deinits.add(1, ordering: .relaxed)
+    }
+}
+
+/// An observed object with two properties and a deinit counter.
+final class Counter: SafeObservable {
+    @Observed var count = 0
+    @Observed var title = "untitled"
+    let lifetime: LifetimeCounter?
+    /// Runs inside deinit (to mutate or unobserve there).
+    var onDeinit: ((Counter) -> Void)?
+
+    init(count: Int = 0, lifetime: LifetimeCounter? = nil) {
+        self.count = count
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+
+    deinit {
+        onDeinit?(self)
+        lifetime?.didDeinit()
+    }
+}
+
+/// A plain listener: any class can listen.
+final class Listener {
+    let lifetime: LifetimeCounter?
+    let received = Mutex<[String]>([])
+    var onDeinit: ((Listener) -> Void)?
+
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+
+    func record(_ entry: String) { received.withLock { $0.append(entry) } }
+    var log: [String] { received.withLock { $0 } }
+
+    deinit {
+        onDeinit?(self)
+        lifetime?.didDeinit()
+    }
+}
+
+/// A listener that opts in to teardown inside its own deinit.
+final class OptInListener: SafeObserver {
+    let observerLifetime = ObserverLifetime()
+    let lifetime: LifetimeCounter?
+    let received = Mutex<[String]>([])
+    var onDeinit: ((OptInListener) -> Void)?
+
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+
+    func record(_ entry: String) { received.withLock { $0.append(entry) } }
+    var log: [String] { received.withLock { $0 } }
+
+    deinit {
+        onDeinit?(self)
+        lifetime?.didDeinit()
+    }
+}
+
+/// Something a handler captures, to prove the handler was released.
+final class Captured: Sendable {
+    let lifetime: LifetimeCounter
+    init(_ lifetime: LifetimeCounter) {
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+    deinit { lifetime.didDeinit() }
+}
+
+/// Formats a change compactly for assertions: "new old flags".
+func describe<Value>(_ change: ObservedChange<Value>) -> String {
+    let new = change.newValue.map { "\($0)" } ?? "nil"
+    let old = change.oldValue.map { "\($0)" } ?? "nil"
+    return "\(old)->\(new)" + (change.isPrior ? " prior" : "") + (change.isInitial ? " initial" : "")
+}
+
+/// A thread-safe list of events that handlers may capture.
+final class EventLog: Sendable {
+    private let events = Mutex<[String]>([])
+    func record(_ event: String) { events.withLock { $0.append(event) } }
+    var entries: [String] { events.withLock { $0 } }
+}
+
+/// Whether the `@Observed` storage labelled `label` (e.g. "_count") holds a sentinel.
+func hasSentinel(_ object: AnyObject, storage label: String) -> Bool {
+    for child in Mirror(reflecting: object).children where child.label == label {
+        if let storage = child.value as? Observed<Int> { return storage._sentinel != nil }
+        if let storage = child.value as? Observed<String> { return storage._sentinel != nil }
+    }
+    return false
+}
+
+/// A listener that handlers may capture (it is Sendable).
+final class Peer: Sendable {}
