@@ -34,7 +34,7 @@ import Synchronization
 /// Old and new values are read through the key path, before and after the
 /// mutation, only when some relation asks for them.
 public final class SafeObservationRegistrar: Sendable {
-    private let sentinels = Mutex<[_KeyPathKey: any _AnySentinel]>([:])
+    private let sentinels = _Mutex<[AnyKeyPath: any _AnySentinel]>([:])
 
     /// Creates an empty registrar; nothing is allocated per property until
     /// the property is first observed.
@@ -110,7 +110,6 @@ public final class SafeObservationRegistrar: Sendable {
     }
 
     private func sentinel<Value>(for object: AnyObject, keyPath: AnyKeyPath, create: Bool) -> _Sentinel<Value>? {
-        let keyPath = _KeyPathKey(keyPath: keyPath)
         if let existing = sentinels.withLock({ $0[keyPath] }) {
             return existing as? _Sentinel<Value>
         }
@@ -129,10 +128,4 @@ public final class SafeObservationRegistrar: Sendable {
         let channels = sentinels.withLock { $0.values.map(\.anyChannel) }
         return channels.flatMap { $0.liveTokens() }
     }
-}
-
-/// A key path as a dictionary key that may cross into a lock.
-struct _KeyPathKey: Hashable, @unchecked Sendable {
-    // @unchecked Sendable: a key path object is immutable once formed.
-    let keyPath: AnyKeyPath
 }

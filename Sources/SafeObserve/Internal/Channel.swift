@@ -1,5 +1,3 @@
-import Synchronization
-
 /// The type-erased face of a ``_Channel``, used by tokens and proxies.
 protocol _AnyChannel: AnyObject, Sendable {
     /// Detaches `token` from this property; releases its handler outside the lock.
@@ -23,7 +21,7 @@ struct _Subscriber<Value> {
 /// A channel is shared state: its object's storage reaches it through the
 /// ``_Sentinel``, and every ``ObservationToken`` on it holds it strongly so it
 /// can remove itself whatever the order of deaths. All mutable state is inside
-/// one `Mutex`; no user code runs while it is held (handlers, and the closures
+/// one `_Mutex`; no user code runs while it is held (handlers, and the closures
 /// whose release could run user `deinit`s, are moved out first).
 @usableFromInline
 final class _Channel<Value>: _AnyChannel {
@@ -47,7 +45,7 @@ final class _Channel<Value>: _AnyChannel {
         let hasPrior: Bool
     }
 
-    let state = Mutex(State())
+    let state = _Mutex(State())
 
     init() {}
 

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Where programmer errors (bad key paths, observing from a `deinit`) go.
 ///
 /// Debug builds stop in `assertionFailure` so the mistake is found at once;
@@ -8,7 +6,7 @@ import Synchronization
 enum _Diagnostics {
     typealias Handler = @Sendable (String) -> Void
 
-    private static let state = Mutex<(handler: Handler?, reported: Set<String>)>((nil, []))
+    private static let state = _Mutex<(handler: Handler?, reported: Set<String>)>((nil, []))
 
     static func reportProgrammerError(_ message: String) {
         let handler: Handler? = state.withLock { state in

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// The listener's side of its relations: which objects it observes, and
 /// which key paths of each.
 ///
@@ -14,7 +12,7 @@ final class _ListenerProxy: Sendable {
         var isTornDown = false
     }
 
-    let state = Mutex(State())
+    let state = _Mutex(State())
 
     init() {}
 
@@ -134,14 +132,11 @@ final class _ProxyTable: Sendable {
 
     static let shared = _ProxyTable()
 
-    let state = Mutex(State())
+    let state = _Mutex(State())
 
     /// - Complexity: Amortized O(1).
     func proxy(for listener: AnyObject, create: Bool) -> _ListenerProxy? {
         let id = ObjectIdentifier(listener)
-        // nonisolated(unsafe): the table only keeps a weak reference to the
-        // listener and compares it by identity; it never calls into it.
-        nonisolated(unsafe) let listener = listener
         let (proxy, dead) = state.withLock { state -> (_ListenerProxy?, [_ListenerProxy]) in
             var dead: [_ListenerProxy] = []
             if let position = state.index[id] {

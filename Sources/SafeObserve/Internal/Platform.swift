@@ -71,3 +71,29 @@ func _writeToStandardError(_ message: String) {
         _ = write(2, bytes.baseAddress, bytes.count)
     }
 }
+
+// MARK: - Mutex primitive
+
+/// The platform mutex that ``_Mutex`` wraps.
+typealias _PlatformMutex = pthread_mutex_t
+
+func _platformMutexInitialize(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
+    let status = pthread_mutex_init(mutex, nil)
+    precondition(status == 0, "SafeObserve: pthread_mutex_init failed (\(status))")
+}
+
+func _platformMutexDestroy(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
+    _ = pthread_mutex_destroy(mutex)
+}
+
+@inline(__always)
+func _platformMutexLock(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
+    let status = pthread_mutex_lock(mutex)
+    assert(status == 0, "SafeObserve: pthread_mutex_lock failed (\(status))")
+}
+
+@inline(__always)
+func _platformMutexUnlock(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
+    let status = pthread_mutex_unlock(mutex)
+    assert(status == 0, "SafeObserve: pthread_mutex_unlock failed (\(status))")
+}
