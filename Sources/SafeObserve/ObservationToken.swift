@@ -57,7 +57,7 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
     public weak let listener: AnyObject?
 
     weak let proxy: _ListenerProxy?
-    let channel: (any _AnyChannel)?
+    let channel: _Channel?
 
     /// Index in the channel's relation list; guarded by the channel's lock.
     nonisolated(unsafe) var _slot: Int = -1
@@ -65,7 +65,7 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
 
     init(
         keyPath: AnyKeyPath, observedObjectID: ObjectIdentifier, listener: AnyObject,
-        options: ObservationOptions, proxy: _ListenerProxy, channel: any _AnyChannel
+        options: ObservationOptions, proxy: _ListenerProxy, channel: _Channel
     ) {
         _active = Atomic(true)
         self.keyPath = keyPath

@@ -32,7 +32,7 @@ public struct Observed<Value> {
     /// Created by the first observation; held by nothing else, so it dies
     /// with the object and tears the property's relations down.
     @usableFromInline
-    var _sentinel: _Sentinel<Value>?
+    var _sentinel: _Sentinel?
 
     /// Creates the storage with its initial value.
     ///
@@ -76,70 +76,59 @@ public struct Observed<Value> {
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>,
         storage storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
     ) -> Value {
-        get {
+        @inline(__always) get {
             if _activeTrackers.load(ordering: .relaxed) != 0 {
-                _recordAccess(instance, wrappedKeyPath, storageKeyPath)
+                // Only here does the declared key path escape (registration
+                // compares it with the one being observed); everything else
+                // is a direct projection that the optimizer folds.
+                _recordAccess(instance, wrappedKeyPath, sentinel: &instance[keyPath: storageKeyPath]._sentinel)
             }
             return instance[keyPath: storageKeyPath]._value
         }
-        set {
-            guard let sentinel = instance[keyPath: storageKeyPath]._sentinel else {
+        @inline(__always) set {
+            guard let sentinel = instance[keyPath: storageKeyPath]._sentinel,
+                var emission = sentinel.channel.beginEmission(on: instance)
+            else {
                 instance[keyPath: storageKeyPath]._value = newValue
                 return
             }
-            _set(newValue, on: instance, storage: storageKeyPath, sentinel: sentinel)
+            // Unmanaged retain: a handler may drop the last other reference to
+            // the object (the caller may only borrow it); keep it alive until
+            // the change is delivered.
+            let retained = Unmanaged.passRetained(instance)
+            defer { retained.release() }
+            let old: Value? = emission.needsOld ? instance[keyPath: storageKeyPath]._value : nil
+            if emission.hasPrior {
+                withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
+                    emission.deliver(root: instance, change: $0, isPrior: true)
+                }
+            }
+            instance[keyPath: storageKeyPath]._value = newValue
+            withUnsafePointer(to: ObservedChange(newValue: newValue, oldValue: old)) {
+                emission.deliver(root: instance, change: $0, isPrior: false)
+            }
+            emission.removeOrphans()
         }
     }
 
     /// Registration is resolving a key path: record this property, creating
     /// its sentinel if this is its first observation.
     @usableFromInline
-    static func _recordAccess<EnclosingSelf: SafeObservable>(
-        _ instance: EnclosingSelf,
-        _ wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>,
-        _ storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
+    static func _recordAccess(
+        _ instance: some SafeObservable,
+        _ wrappedKeyPath: AnyKeyPath,
+        sentinel: inout _Sentinel?
     ) {
         guard let tracker = _AccessTracker.current else { return }
-        let sentinel: _Sentinel<Value>
-        if let existing = instance[keyPath: storageKeyPath]._sentinel {
-            sentinel = existing
-        } else {
+        if sentinel == nil {
             // Never create a sentinel inside the object's own deinit.
             guard !_swift_isDeallocating(instance) else { return }
             sentinel = _Sentinel(object: instance)
-            instance[keyPath: storageKeyPath]._sentinel = sentinel
         }
-        tracker.record(_Access(object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel.channel))
-    }
-
-    /// The observed setter: prior deliveries, store, change deliveries.
-    @usableFromInline
-    static func _set<EnclosingSelf: SafeObservable>(
-        _ newValue: Value,
-        on instance: EnclosingSelf,
-        storage storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>,
-        sentinel: _Sentinel<Value>
-    ) {
-        let channel = sentinel.channel
-        guard let emission = channel.beginEmission(on: instance) else {
-            instance[keyPath: storageKeyPath]._value = newValue
-            return
-        }
-        // Unmanaged retain: a handler may drop the last other reference to the
-        // object (the caller may only borrow it); keep it alive until we return.
-        let retained = Unmanaged.passRetained(instance)
-        defer { retained.release() }
-        let old: Value? = emission.needsOld ? instance[keyPath: storageKeyPath]._value : nil
-        var orphans: [ObservationToken] = []
-        if emission.hasPrior {
-            _Channel.deliver(emission, root: instance, old: old, new: nil, isPrior: true, orphans: &orphans)
-        }
-        instance[keyPath: storageKeyPath]._value = newValue
-        _Channel.deliver(emission, root: instance, old: old, new: newValue, isPrior: false, orphans: &orphans)
-        for orphan in orphans { orphan._remove() }
+        tracker.record(_Access(object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel!.channel))
     }
 }
 
 extension Observed: _ObservedStorage {
-    var _channelForIntrospection: (any _AnyChannel)? { _sentinel?.channel }
+    var _channelForIntrospection: _Channel? { _sentinel?.channel }
 }

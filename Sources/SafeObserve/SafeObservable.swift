@@ -58,13 +58,17 @@ extension SafeObservable {
     /// - Complexity: Amortized O(*k*), *k* being the key paths `listener`
     ///   observes on this object.
     @discardableResult
+    @inlinable
     public func safeObserve<Listener: AnyObject, Value>(
         _ keyPath: KeyPath<Self, Value>,
         by listener: Listener,
         options: ObservationOptions = .new,
         changeHandler: @escaping @Sendable (Listener, Self, ObservedChange<Value>) -> Void
     ) -> ObservationToken {
-        _register(keyPath, by: listener, options: options, changeHandler: changeHandler)
+        // Built here, in the caller's module, so delivery runs specialized code.
+        _register(keyPath, by: listener, options: options, deliver: _makeDeliver(options, changeHandler)) { value in
+            changeHandler(listener, self, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
+        }
     }
 
     /// Stops `listener` observing `keyPath` on this object.
@@ -106,11 +110,13 @@ extension SafeObservable {
         }
     }
 
-    private func _register<Listener: AnyObject, Value>(
+    @usableFromInline
+    func _register<Listener: AnyObject, Value>(
         _ keyPath: KeyPath<Self, Value>,
         by listener: Listener,
         options: ObservationOptions,
-        changeHandler: @escaping @Sendable (Listener, Self, ObservedChange<Value>) -> Void
+        deliver: @escaping _Deliver,
+        initial: (Value) -> Void
     ) -> ObservationToken {
         let name = _Diagnostics.describe(keyPath)
         if _swift_isDeallocating(self) {
@@ -126,7 +132,7 @@ extension SafeObservable {
 
         let (value, accesses) = _AccessTracker.resolve(keyPath, on: self)
         guard accesses.count == 1, let access = accesses.first, access.object === self,
-            access.wrappedKeyPath == keyPath, let channel = access.channel as? _Channel<Value>
+            access.wrappedKeyPath == keyPath
         else {
             let reason =
                 accesses.isEmpty
@@ -140,6 +146,7 @@ extension SafeObservable {
         guard let proxy = _ListenerProxy.of(listener, create: true) else {
             return ObservationToken(inertWith: options)
         }
+        let channel = access.channel
         let object = ObjectIdentifier(self)
         guard
             let (token, inserted) = proxy.relation(
@@ -154,13 +161,13 @@ extension SafeObservable {
         }
         guard inserted else { return token }
 
-        let added = channel.add(token, deliver: _eraseHandler(changeHandler))
+        let added = channel.add(token, deliver: deliver)
         guard added else {
             token._remove()
             return token
         }
         if options.contains(.initial), token.isActive {
-            changeHandler(listener, self, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
+            initial(value)
         }
         return token
     }
@@ -168,12 +175,24 @@ extension SafeObservable {
 
 /// Wraps a typed handler for storage in a channel.
 ///
-/// Both casts hold by construction: a relation stores exactly this listener,
-/// and only the observed object's own storage emits on its channel.
-private func _eraseHandler<Listener: AnyObject, Root: AnyObject, Value>(
+/// The casts hold by construction: a relation stores exactly this listener,
+/// only the observed object's own storage emits on its channel, and the
+/// change pointer is always an `ObservedChange<Value>` of that property.
+@inlinable
+func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
+    _ options: ObservationOptions,
     _ handler: @escaping @Sendable (Listener, Root, ObservedChange<Value>) -> Void
-) -> @Sendable (AnyObject, AnyObject, ObservedChange<Value>) -> Void {
-    { listener, root, change in
-        handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), change)
+) -> _Deliver {
+    { listener, root, change, isPrior in
+        let full = change.assumingMemoryBound(to: ObservedChange<Value>.self)
+        handler(
+            unsafeDowncast(listener, to: Listener.self),
+            unsafeDowncast(root, to: Root.self),
+            ObservedChange(
+                newValue: isPrior || !options.contains(.new) ? nil : full.pointee.newValue,
+                oldValue: options.contains(.old) ? full.pointee.oldValue : nil,
+                isPrior: isPrior
+            )
+        )
     }
 }

@@ -62,5 +62,5 @@ public enum SafeObservation {
 
 /// Storage that may hold a property's channel (introspection only).
 protocol _ObservedStorage {
-    var _channelForIntrospection: (any _AnyChannel)? { get }
+    var _channelForIntrospection: _Channel? { get }
 }

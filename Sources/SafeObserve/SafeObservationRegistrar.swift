@@ -34,7 +34,7 @@ import Synchronization
 /// Old and new values are read through the key path, before and after the
 /// mutation, only when some relation asks for them.
 public final class SafeObservationRegistrar: Sendable {
-    private let sentinels = _Mutex<[AnyKeyPath: any _AnySentinel]>([:])
+    private let sentinels = _Mutex<[AnyKeyPath: _Sentinel]>([:])
 
     /// Creates an empty registrar; nothing is allocated per property until
     /// the property is first observed.
@@ -80,8 +80,8 @@ public final class SafeObservationRegistrar: Sendable {
     public func withMutation<Object: SafeObservable, Value, Result>(
         of object: Object, keyPath: KeyPath<Object, Value>, _ mutation: () throws -> Result
     ) rethrows -> Result {
-        guard let sentinel: _Sentinel<Value> = sentinel(for: object, keyPath: keyPath, create: false),
-            let emission = sentinel.channel.beginEmission(on: object)
+        guard let sentinel = sentinel(for: object, keyPath: keyPath, create: false),
+            var emission = sentinel.channel.beginEmission(on: object)
         else {
             return try mutation()
         }
@@ -90,42 +90,44 @@ public final class SafeObservationRegistrar: Sendable {
         let retained = Unmanaged.passRetained(object)
         defer { retained.release() }
         let old: Value? = emission.needsOld ? object[keyPath: keyPath] : nil
-        var orphans: [ObservationToken] = []
         if emission.hasPrior {
-            _Channel.deliver(emission, root: object, old: old, new: nil, isPrior: true, orphans: &orphans)
+            withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
+                emission.deliver(root: object, change: $0, isPrior: true)
+            }
         }
-        defer { for orphan in orphans { orphan._remove() } }
+        defer { emission.removeOrphans() }
         let result = try mutation()
-        let new = object[keyPath: keyPath]
-        _Channel.deliver(emission, root: object, old: old, new: new, isPrior: false, orphans: &orphans)
+        withUnsafePointer(to: ObservedChange(newValue: object[keyPath: keyPath], oldValue: old)) {
+            emission.deliver(root: object, change: $0, isPrior: false)
+        }
         return result
     }
 
     @usableFromInline
     func _recordAccess<Object: SafeObservable, Value>(_ object: Object, keyPath: KeyPath<Object, Value>) {
         guard let tracker = _AccessTracker.current,
-            let sentinel: _Sentinel<Value> = sentinel(for: object, keyPath: keyPath, create: true)
+            let sentinel = sentinel(for: object, keyPath: keyPath, create: true)
         else { return }
         tracker.record(_Access(object: object, wrappedKeyPath: keyPath, channel: sentinel.channel))
     }
 
-    private func sentinel<Value>(for object: AnyObject, keyPath: AnyKeyPath, create: Bool) -> _Sentinel<Value>? {
+    private func sentinel(for object: AnyObject, keyPath: AnyKeyPath, create: Bool) -> _Sentinel? {
         if let existing = sentinels.withLock({ $0[keyPath] }) {
-            return existing as? _Sentinel<Value>
+            return existing
         }
         // Never create a sentinel inside the object's own deinit.
         guard create, !_swift_isDeallocating(object) else { return nil }
-        let candidate = _Sentinel<Value>(object: object)
+        let candidate = _Sentinel(object: object)
         let winner = sentinels.withLock { sentinels in
             if let existing = sentinels[keyPath] { return existing }
             sentinels[keyPath] = candidate
             return candidate
         }
-        return winner as? _Sentinel<Value>
+        return winner
     }
 
     func liveTokens() -> [ObservationToken] {
-        let channels = sentinels.withLock { $0.values.map(\.anyChannel) }
+        let channels = sentinels.withLock { $0.values.map(\.channel) }
         return channels.flatMap { $0.liveTokens() }
     }
 }

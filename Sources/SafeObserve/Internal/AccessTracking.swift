@@ -17,7 +17,7 @@ struct _Access {
     let wrappedKeyPath: AnyKeyPath
     /// The property's relation list (already created: tracking runs only when
     /// an observation is being registered).
-    let channel: any _AnyChannel
+    let channel: _Channel
 }
 
 /// Records which `@Observed` properties a key path reads.

@@ -1,19 +1,24 @@
-/// The type-erased face of a ``_Channel``, used by tokens and proxies.
-protocol _AnyChannel: AnyObject, Sendable {
-    /// Detaches `token` from this property; releases its handler outside the lock.
-    func remove(_ token: ObservationToken)
-    /// The active relations, in registration order.
-    func liveTokens() -> [ObservationToken]
-}
+/// Calls one relation's handler.
+///
+/// `change` points to an `ObservedChange<Value>` carrying both the old and the
+/// new value; the closure — created where `safeObserve` was called, so it is
+/// specialized for the concrete types — casts it back and keeps only what the
+/// relation's options ask for. Keeping `Value` out of the channel keeps the
+/// delivery loop free of generic metadata lookups.
+@usableFromInline
+typealias _Deliver =
+    @Sendable (_ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ isPrior: Bool) ->
+    Void
 
 /// One relation as the observed side stores it: the token and the handler.
 ///
 /// The handler lives here and nowhere else, so removing a relation from its
 /// channel is what releases the handler closure and everything it captured.
-struct _Subscriber<Value> {
+@usableFromInline
+struct _Subscriber {
     let token: ObservationToken
     /// `nil` once the relation was removed (a tombstone until compaction).
-    var deliver: (@Sendable (AnyObject, AnyObject, ObservedChange<Value>) -> Void)?
+    var deliver: _Deliver?
 }
 
 /// The relations registered on one `@Observed` property of one object.
@@ -24,10 +29,10 @@ struct _Subscriber<Value> {
 /// one `_Mutex`; no user code runs while it is held (handlers, and the closures
 /// whose release could run user `deinit`s, are moved out first).
 @usableFromInline
-final class _Channel<Value>: _AnyChannel {
+final class _Channel: Sendable {
     struct State {
         /// Registration order; removed relations are tombstones (`deliver == nil`).
-        var subscribers: ContiguousArray<_Subscriber<Value>> = []
+        var subscribers: ContiguousArray<_Subscriber> = []
         var liveCount = 0
         /// Live relations asking for `.old` (the setter copies the old value only then).
         var oldCount = 0
@@ -39,10 +44,47 @@ final class _Channel<Value>: _AnyChannel {
     }
 
     /// What one change delivers to: a snapshot taken under the lock.
+    @usableFromInline
     struct Emission {
-        let subscribers: ContiguousArray<_Subscriber<Value>>
-        let needsOld: Bool
-        let hasPrior: Bool
+        let subscribers: ContiguousArray<_Subscriber>
+        @usableFromInline let needsOld: Bool
+        @usableFromInline let hasPrior: Bool
+        /// Relations found with a dead listener; removed after delivery.
+        var orphans: [ObservationToken] = []
+
+        init(subscribers: ContiguousArray<_Subscriber>, needsOld: Bool, hasPrior: Bool) {
+            self.subscribers = subscribers
+            self.needsOld = needsOld
+            self.hasPrior = hasPrior
+        }
+
+        /// Delivers one phase of a change to the snapshot, unlocked.
+        ///
+        /// A relation removed meanwhile (even by an earlier handler of this
+        /// very loop) is skipped; a relation whose listener died is collected
+        /// for removal once delivery is over.
+        ///
+        /// - Complexity: O(*n*) in the relations of this property only.
+        @usableFromInline
+        mutating func deliver(root: AnyObject, change: UnsafeRawPointer, isPrior: Bool) {
+            for subscriber in subscribers {
+                guard let deliver = subscriber.deliver else { continue }
+                let token = subscriber.token
+                if isPrior, !token.options.contains(.prior) { continue }
+                guard token.isActive else { continue }
+                guard let listener = token.listener else {
+                    orphans.append(token)
+                    continue
+                }
+                deliver(listener, root, change, isPrior)
+            }
+        }
+
+        /// Removes the relations of dead listeners met during delivery.
+        @usableFromInline
+        func removeOrphans() {
+            for orphan in orphans { orphan._remove() }
+        }
     }
 
     let state = _Mutex(State())
@@ -61,7 +103,7 @@ final class _Channel<Value>: _AnyChannel {
     /// - Complexity: Amortized O(1).
     func add(
         _ token: ObservationToken,
-        deliver: @escaping @Sendable (AnyObject, AnyObject, ObservedChange<Value>) -> Void
+        deliver: @escaping _Deliver
     ) -> Bool {
         let (added, orphans) = state.withLock { state -> (Bool, [ObservationToken]) in
             guard !state.isTornDown, token.isActive else { return (false, []) }
@@ -91,7 +133,7 @@ final class _Channel<Value>: _AnyChannel {
     /// - Complexity: Amortized O(1): removal leaves a tombstone, and the list is
     ///   compacted in one pass once tombstones outnumber live relations.
     func remove(_ token: ObservationToken) {
-        let released = state.withLock { state -> (@Sendable (AnyObject, AnyObject, ObservedChange<Value>) -> Void)? in
+        let released = state.withLock { state -> _Deliver? in
             let slot = token._slot
             guard !state.isTornDown, slot >= 0, slot < state.subscribers.count,
                 state.subscribers[slot].token === token
@@ -113,7 +155,7 @@ final class _Channel<Value>: _AnyChannel {
     }
 
     private static func compact(_ state: inout State) {
-        var kept = ContiguousArray<_Subscriber<Value>>()
+        var kept = ContiguousArray<_Subscriber>()
         kept.reserveCapacity(state.liveCount)
         for subscriber in state.subscribers where subscriber.deliver != nil {
             subscriber.token._slot = kept.count
@@ -129,6 +171,7 @@ final class _Channel<Value>: _AnyChannel {
     /// listens or `root` is inside its own `deinit`.
     ///
     /// - Complexity: O(1): one lock and one retain of the relation list.
+    @usableFromInline
     func beginEmission(on root: AnyObject) -> Emission? {
         let emission = state.withLock { state -> Emission? in
             guard state.liveCount > 0 else { return nil }
@@ -142,39 +185,6 @@ final class _Channel<Value>: _AnyChannel {
         return emission
     }
 
-    /// Delivers one phase of a change to the snapshot, unlocked.
-    ///
-    /// A relation removed meanwhile (even by an earlier handler of this very
-    /// loop) is skipped; a relation whose listener died is collected in
-    /// `orphans` for removal once delivery is over.
-    ///
-    /// - Complexity: O(*n*) in the relations of this property only.
-    static func deliver(
-        _ emission: Emission, root: AnyObject, old: Value?, new: Value?, isPrior: Bool,
-        orphans: inout [ObservationToken]
-    ) {
-        for subscriber in emission.subscribers {
-            guard let deliver = subscriber.deliver else { continue }
-            let token = subscriber.token
-            let options = token.options
-            if isPrior, !options.contains(.prior) { continue }
-            guard token.isActive else { continue }
-            guard let listener = token.listener else {
-                orphans.append(token)
-                continue
-            }
-            deliver(
-                listener, root,
-                ObservedChange(
-                    newValue: isPrior || !options.contains(.new) ? nil : new,
-                    oldValue: options.contains(.old) ? old : nil,
-                    isPrior: isPrior,
-                    isInitial: false
-                )
-            )
-        }
-    }
-
     // MARK: Teardown
 
     /// Called once, from the sentinel's `deinit`: the object died.
@@ -184,7 +194,7 @@ final class _Channel<Value>: _AnyChannel {
     ///
     /// - Complexity: O(*n*) in the relations of this property.
     func tearDown() {
-        let subscribers = state.withLock { state -> ContiguousArray<_Subscriber<Value>> in
+        let subscribers = state.withLock { state -> ContiguousArray<_Subscriber> in
             state.isTornDown = true
             state.liveCount = 0
             state.oldCount = 0

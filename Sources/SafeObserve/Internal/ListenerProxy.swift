@@ -25,7 +25,7 @@ final class _ListenerProxy: Sendable {
     ///
     /// - Complexity: O(*k*), *k* being the key paths observed on `object`.
     func relation(
-        for object: ObjectIdentifier, keyPath: AnyKeyPath, channel: any _AnyChannel,
+        for object: ObjectIdentifier, keyPath: AnyKeyPath, channel: _Channel,
         orInsert make: () -> ObservationToken
     ) -> (token: ObservationToken, inserted: Bool)? {
         let (result, stale) = state.withLock { state -> ((ObservationToken, Bool)?, [ObservationToken]) in

@@ -7,7 +7,7 @@
 /// relation on the property. Relations hold the ``_Channel`` (the shared
 /// state), never the sentinel, so they cannot delay that moment.
 @usableFromInline
-final class _Sentinel<Value>: @unchecked Sendable {
+final class _Sentinel: @unchecked Sendable {
     // @unchecked Sendable: both stored properties are immutable; `object` is an
     // identity-only back-pointer that is never dereferenced as an object.
 
@@ -17,7 +17,7 @@ final class _Sentinel<Value>: @unchecked Sendable {
     unowned(unsafe) let object: AnyObject
 
     @usableFromInline
-    let channel = _Channel<Value>()
+    let channel = _Channel()
 
     init(object: AnyObject) {
         self.object = object
@@ -26,13 +26,4 @@ final class _Sentinel<Value>: @unchecked Sendable {
     deinit {
         channel.tearDown()
     }
-}
-
-/// A sentinel of any value type (the manual registrar stores several).
-protocol _AnySentinel: AnyObject, Sendable {
-    var anyChannel: any _AnyChannel { get }
-}
-
-extension _Sentinel: _AnySentinel {
-    var anyChannel: any _AnyChannel { channel }
 }

@@ -1,0 +1,7 @@
+#include "CMallocStats.h"
+#if defined(__linux__)
+#include <malloc.h>
+size_t cmallocstats_bytes_in_use(void) { return mallinfo2().uordblks; }
+#else
+size_t cmallocstats_bytes_in_use(void) { return 0; }
+#endif

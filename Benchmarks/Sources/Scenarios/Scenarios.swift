@@ -1,0 +1,382 @@
+// The operations the benchmarks compare, for SafeObserve and each peer.
+//
+// Each scenario sets up outside `measure` and runs exactly `iterations`
+// operations inside it, so that callgrind can count the instructions of
+// `measure` alone (instructions.sh toggles collection on that symbol).
+
+import Foundation
+import Observation
+import OpenCombine
+import SafeObserve
+
+/// One measurable operation.
+public struct Scenario: Sendable {
+    /// The row of the report, e.g. "notify 1 observer".
+    public let operation: String
+    /// Who performs it: "SafeObserve", "NotificationCenter", ...
+    public let peer: String
+    /// Operations per `run` call's unit of `iterations` (e.g. 100 deliveries per set).
+    public let operationsPerIteration: Int
+    /// Sets up, then calls `measure(iterations) { ... }` around the timed part.
+    public let run: @Sendable (_ iterations: Int) -> Void
+
+    public var name: String { "\(operation) — \(peer)" }
+}
+
+/// The timed region; its symbol is what callgrind counts (`--toggle-collect=*7measure*`).
+@inline(never)
+public func measure(_ iterations: Int, _ body: (Int) -> Void) {
+    body(iterations)
+}
+
+/// Keeps a value alive and opaque to the optimizer.
+@inline(never)
+public func blackHole<T>(_ value: T) {
+    withExtendedLifetime(value) {}
+}
+
+// MARK: - Fixtures
+
+public final class SafeModel: SafeObservable {
+    @Observed public var value = 0
+    public init() {}
+}
+
+public final class PlainModel {
+    public var value = 0
+    public init() {}
+}
+
+@Observable
+public final class ObservableModel {
+    public var value = 0
+    public init() {}
+}
+
+public final class Sink: @unchecked Sendable {
+    // @unchecked Sendable: benchmarks touch a sink from one thread at a time.
+    public var total = 0
+    public init() {}
+}
+
+public final class OptInSink: SafeObserver, @unchecked Sendable {
+    // @unchecked Sendable: benchmarks touch a sink from one thread at a time.
+    public let observerLifetime = ObserverLifetime()
+    public var total = 0
+    public init() {}
+}
+
+/// Closures stored where the optimizer cannot see through them.
+final class ClosureBox: @unchecked Sendable {
+    // @unchecked Sendable: used from one thread.
+    var closures: [(Int) -> Void] = []
+}
+
+private let notification = Notification.Name("SafeObserveBenchmark")
+
+// MARK: - Scenarios
+
+public enum Scenarios {
+    public static let all: [Scenario] =
+        setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling
+
+    // (1) A property set that nobody observes.
+    static let setUnobserved: [Scenario] = [
+        Scenario(operation: "set, unobserved", peer: "plain stored property", operationsPerIteration: 1) { n in
+            let model = PlainModel()
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole(model)
+        },
+        Scenario(operation: "set, unobserved", peer: "SafeObserve @Observed", operationsPerIteration: 1) { n in
+            let model = SafeModel()
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole(model)
+        },
+        Scenario(operation: "set, unobserved", peer: "SafeObserve @Observed, was observed", operationsPerIteration: 1) {
+            n in
+            let model = SafeModel()
+            let sink = Sink()
+            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole(model)
+        },
+        Scenario(operation: "set, unobserved", peer: "Observation @Observable", operationsPerIteration: 1) { n in
+            let model = ObservableModel()
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole(model)
+        },
+    ]
+
+    // Reads (not a target, but every read pays it).
+    static let get: [Scenario] = [
+        Scenario(operation: "get", peer: "plain stored property", operationsPerIteration: 1) { n in
+            let model = PlainModel()
+            let sink = Sink()
+            measure(n) { n in for _ in 0..<n { sink.total &+= model.value } }
+            blackHole(sink)
+        },
+        Scenario(operation: "get", peer: "SafeObserve @Observed", operationsPerIteration: 1) { n in
+            let model = SafeModel()
+            let sink = Sink()
+            measure(n) { n in for _ in 0..<n { sink.total &+= model.value } }
+            blackHole(sink)
+        },
+        Scenario(operation: "get", peer: "Observation @Observable", operationsPerIteration: 1) { n in
+            let model = ObservableModel()
+            let sink = Sink()
+            measure(n) { n in for _ in 0..<n { sink.total &+= model.value } }
+            blackHole(sink)
+        },
+    ]
+
+    // (2) One change delivered to one observer.
+    static let notifyOne: [Scenario] = [
+        Scenario(operation: "notify 1 observer", peer: "closure call (floor)", operationsPerIteration: 1) { n in
+            let sink = Sink()
+            let box = ClosureBox()
+            box.closures = [{ sink.total &+= $0 }]
+            measure(n) { n in
+                let closure = box.closures[0]
+                for i in 0..<n { closure(i) }
+            }
+            blackHole(sink)
+        },
+        Scenario(operation: "notify 1 observer", peer: "SafeObserve", operationsPerIteration: 1) { n in
+            let model = SafeModel()
+            let sink = Sink()
+            model.safeObserve(\.value, by: sink) { sink, _, change in sink.total &+= change.newValue! }
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole(sink)
+        },
+        Scenario(operation: "notify 1 observer", peer: "SafeObserve, SafeObserver listener", operationsPerIteration: 1)
+        {
+            n in
+            let model = SafeModel()
+            let sink = OptInSink()
+            model.safeObserve(\.value, by: sink) { sink, _, change in sink.total &+= change.newValue! }
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole(sink)
+        },
+        Scenario(operation: "notify 1 observer", peer: "NotificationCenter", operationsPerIteration: 1) { n in
+            let center = NotificationCenter()
+            let sink = Sink()
+            let observer = center.addObserver(forName: notification, object: nil, queue: nil) { _ in
+                sink.total &+= 1
+            }
+            measure(n) { n in for _ in 0..<n { center.post(name: notification, object: nil) } }
+            center.removeObserver(observer)
+            blackHole(sink)
+        },
+        Scenario(operation: "notify 1 observer", peer: "OpenCombine CurrentValueSubject", operationsPerIteration: 1) {
+            n in
+            let subject = CurrentValueSubject<Int, Never>(0)
+            let sink = Sink()
+            let cancellable = subject.sink { sink.total &+= $0 }
+            measure(n) { n in for i in 0..<n { subject.send(i) } }
+            cancellable.cancel()
+            blackHole(sink)
+        },
+        Scenario(operation: "notify 1 observer", peer: "Observation (track + mutate)", operationsPerIteration: 1) {
+            n in
+            let model = ObservableModel()
+            let sink = Sink()
+            measure(n) { n in
+                for i in 0..<n {
+                    withObservationTracking {
+                        _ = model.value
+                    } onChange: {
+                        sink.total &+= 1
+                    }
+                    model.value = i
+                }
+            }
+            blackHole(sink)
+        },
+    ]
+
+    // (2) One change delivered to 100 observers (per delivery).
+    static let notifyHundred: [Scenario] = [
+        Scenario(operation: "notify 100 observers", peer: "loop over 100 closures (floor)", operationsPerIteration: 100)
+        {
+            n in
+            let sink = Sink()
+            let box = ClosureBox()
+            box.closures = (0..<100).map { _ in { sink.total &+= $0 } }
+            measure(n) { n in
+                let closures = box.closures
+                for i in 0..<n { for closure in closures { closure(i) } }
+            }
+            blackHole(sink)
+        },
+        Scenario(operation: "notify 100 observers", peer: "SafeObserve", operationsPerIteration: 100) { n in
+            let model = SafeModel()
+            let sinks = (0..<100).map { _ in Sink() }
+            for sink in sinks {
+                model.safeObserve(\.value, by: sink) { sink, _, change in sink.total &+= change.newValue! }
+            }
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole(sinks)
+        },
+        Scenario(operation: "notify 100 observers", peer: "NotificationCenter", operationsPerIteration: 100) { n in
+            let center = NotificationCenter()
+            let sink = Sink()
+            let observers = (0..<100).map { _ in
+                center.addObserver(forName: notification, object: nil, queue: nil) { _ in sink.total &+= 1 }
+            }
+            measure(n) { n in for _ in 0..<n { center.post(name: notification, object: nil) } }
+            observers.forEach(center.removeObserver)
+            blackHole(sink)
+        },
+        Scenario(
+            operation: "notify 100 observers", peer: "OpenCombine CurrentValueSubject", operationsPerIteration: 100
+        ) {
+            n in
+            let subject = CurrentValueSubject<Int, Never>(0)
+            let sink = Sink()
+            let cancellables = (0..<100).map { _ in subject.sink { sink.total &+= $0 } }
+            measure(n) { n in for i in 0..<n { subject.send(i) } }
+            cancellables.forEach { $0.cancel() }
+            blackHole(sink)
+        },
+    ]
+
+    // (3) Add + remove one observation.
+    static let addRemove: [Scenario] = [
+        Scenario(operation: "add + remove", peer: "SafeObserve (safeUnobserve)", operationsPerIteration: 1) { n in
+            let model = SafeModel()
+            let sink = Sink()
+            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()  // first observation: sentinel
+            measure(n) { n in
+                for _ in 0..<n {
+                    model.safeObserve(\.value, by: sink) { sink, _, change in sink.total &+= change.newValue! }
+                    model.safeUnobserve(\.value, by: sink)
+                }
+            }
+            blackHole(sink)
+        },
+        Scenario(operation: "add + remove", peer: "SafeObserve (token.invalidate)", operationsPerIteration: 1) { n in
+            let model = SafeModel()
+            let sink = Sink()
+            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()
+            measure(n) { n in
+                for _ in 0..<n {
+                    model.safeObserve(\.value, by: sink) { sink, _, change in sink.total &+= change.newValue! }
+                        .invalidate()
+                }
+            }
+            blackHole(sink)
+        },
+        Scenario(operation: "add + remove", peer: "SafeObserve, SafeObserver listener", operationsPerIteration: 1) {
+            n in
+            let model = SafeModel()
+            let sink = OptInSink()
+            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()
+            measure(n) { n in
+                for _ in 0..<n {
+                    model.safeObserve(\.value, by: sink) { sink, _, change in sink.total &+= change.newValue! }
+                        .invalidate()
+                }
+            }
+            blackHole(sink)
+        },
+        Scenario(operation: "add + remove", peer: "NotificationCenter", operationsPerIteration: 1) { n in
+            let center = NotificationCenter()
+            let sink = Sink()
+            measure(n) { n in
+                for _ in 0..<n {
+                    let observer = center.addObserver(forName: notification, object: nil, queue: nil) { _ in
+                        sink.total &+= 1
+                    }
+                    center.removeObserver(observer)
+                }
+            }
+            blackHole(sink)
+        },
+        Scenario(operation: "add + remove", peer: "OpenCombine CurrentValueSubject", operationsPerIteration: 1) { n in
+            let subject = CurrentValueSubject<Int, Never>(0)
+            let sink = Sink()
+            measure(n) { n in
+                for _ in 0..<n {
+                    subject.sink { sink.total &+= $0 }.cancel()
+                }
+            }
+            blackHole(sink)
+        },
+    ]
+
+    // (4) Teardown of 1,000 relations (per relation).
+    static let teardown: [Scenario] = [
+        Scenario(operation: "teardown: object with 1,000 relations", peer: "SafeObserve", operationsPerIteration: 1_000)
+        {
+            n in
+            let sinks = (0..<1_000).map { _ in Sink() }
+            for _ in 0..<n {
+                var model: SafeModel? = SafeModel()
+                for sink in sinks { model!.safeObserve(\.value, by: sink) { _, _, _ in } }
+                measure(1) { _ in model = nil }
+            }
+            blackHole(sinks)
+        },
+        Scenario(
+            operation: "teardown: listener with 1,000 relations", peer: "SafeObserve", operationsPerIteration: 1_000
+        ) {
+            n in
+            let models = (0..<1_000).map { _ in SafeModel() }
+            for _ in 0..<n {
+                var sink: OptInSink? = OptInSink()
+                for model in models { model.safeObserve(\.value, by: sink!) { _, _, _ in } }
+                measure(1) { _ in sink = nil }
+            }
+            blackHole(models)
+        },
+        Scenario(
+            operation: "teardown: object with 1,000 relations", peer: "NotificationCenter",
+            operationsPerIteration: 1_000
+        ) {
+            n in
+            let sink = Sink()
+            for _ in 0..<n {
+                var center: NotificationCenter? = NotificationCenter()
+                for _ in 0..<1_000 {
+                    _ = center!.addObserver(forName: notification, object: nil, queue: nil) { _ in sink.total &+= 1 }
+                }
+                measure(1) { _ in center = nil }
+            }
+        },
+        Scenario(
+            operation: "teardown: object with 1,000 relations", peer: "OpenCombine CurrentValueSubject",
+            operationsPerIteration: 1_000
+        ) {
+            n in
+            let sink = Sink()
+            for _ in 0..<n {
+                var subject: CurrentValueSubject<Int, Never>? = CurrentValueSubject(0)
+                var cancellables = (0..<1_000).map { _ in subject!.sink { sink.total &+= $0 } }
+                measure(1) { _ in
+                    cancellables = []
+                    subject = nil
+                }
+                blackHole(cancellables)
+            }
+        },
+    ]
+
+    // (6) Scaling: 10,000 relations on unrelated objects must not slow a delivery.
+    static let scaling: [Scenario] = [
+        Scenario(
+            operation: "notify 1 observer, 10,000 unrelated relations", peer: "SafeObserve", operationsPerIteration: 1
+        ) {
+            n in
+            let others = (0..<10_000).map { _ in SafeModel() }
+            let otherSinks = (0..<100).map { _ in Sink() }
+            for (index, other) in others.enumerated() {
+                other.safeObserve(\.value, by: otherSinks[index % 100]) { _, _, _ in }
+            }
+            let model = SafeModel()
+            let sink = Sink()
+            model.safeObserve(\.value, by: sink) { sink, _, change in sink.total &+= change.newValue! }
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole((others, otherSinks, sink))
+        }
+    ]
+}
