@@ -9,7 +9,8 @@ let package = Package(
     name: "SafeObserveBenchmarks",
     platforms: [.macOS(.v15), .iOS(.v18)],
     dependencies: [
-        .package(path: ".."),
+        // A symlink to the repository root, so the identity is "safeobserve" whatever the clone is called.
+        .package(path: "SafeObserve"),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
     ],
@@ -18,7 +19,7 @@ let package = Package(
         .target(
             name: "Scenarios",
             dependencies: [
-                "SafeObserve",
+                .product(name: "SafeObserve", package: "SafeObserve"),
                 .product(name: "OpenCombine", package: "OpenCombine"),
             ],
             path: "Sources/Scenarios",

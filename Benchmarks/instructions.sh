@@ -7,8 +7,9 @@
 #   ./instructions.sh 5 11       # scenarios 5 and 11 (see `InstructionCounts list`)
 #   ITERATIONS=2000 ./instructions.sh
 #
-# Counts only the instructions inside `measure(_:_:)` (callgrind
-# --toggle-collect), divided by the operations it ran.
+# Counts only the instructions inside `measure(_:_:)` — or, for teardown
+# rows, inside the dying object's deinit — (callgrind --toggle-collect),
+# divided by the operations it ran.
 set -euo pipefail
 cd "$(dirname "$0")"
 command -v valgrind >/dev/null || { echo "instructions.sh needs valgrind (apt-get install valgrind)"; exit 1; }
@@ -23,23 +24,23 @@ cp .build/release/InstructionCounts "$binary"
 strip --strip-debug "$binary"
 
 printf '%-48s %-40s %12s\n' "operation" "peer" "instr/op"
-count() {  # instructions inside measure() for `run $1 $2`
+count() {  # instructions inside the function matching $3 for `run $1 $2`
     valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
-        --toggle-collect='*Scenarios7measure*' "$binary" run "$1" "$2" >/dev/null 2>"$out/log"
+        --toggle-collect="$3" "$binary" run "$1" "$2" >/dev/null 2>"$out/log"
     grep -E '^(summary|totals):' "$out/cg" | head -1 | awk '{print $2}'
 }
 
-"$binary" list | while IFS=$'\t' read -r index per operation peer; do
+"$binary" list | while IFS=$'\t' read -r index per operation peer collect; do
     if [ $# -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$index"; then continue; fi
     # Differential: (I(3n) - I(n)) / 2n cancels one-time costs (first-call
     # binding, metadata instantiation, cache warm-up).
     runs=$iterations
     [ "$per" -ge 1000 ] && runs=2   # teardown scenarios: each run is 1,000 relations
-    small=$(count "$index" "$runs")
-    large=$(count "$index" $((runs * 3)))
+    small=$(count "$index" "$runs" "$collect")
+    large=$(count "$index" $((runs * 3)) "$collect")
     awk -v a="$small" -v b="$large" -v n="$runs" -v p="$per" -v o="$operation" -v q="$peer" \
         'BEGIN { printf "%-48s %-40s %12.1f\n", o, q, (b - a) / (2 * n * p) }'
 done
 
 echo
-"$binary" memory
+for memoryCase in 0 1 2; do "$binary" memory "$memoryCase"; done

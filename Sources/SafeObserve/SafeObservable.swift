@@ -118,7 +118,8 @@ extension SafeObservable {
         deliver: @escaping _Deliver,
         initial: (Value) -> Void
     ) -> ObservationToken {
-        let name = _Diagnostics.describe(keyPath)
+        // Only error paths pay for naming the key path.
+        var name: String { _Diagnostics.describe(keyPath) }
         if _swift_isDeallocating(self) {
             _Diagnostics.reportProgrammerError(
                 "SafeObserve: cannot observe \(name) on \(Self.self) during the deinit of the \(Self.self)")

@@ -17,8 +17,22 @@ public struct Scenario: Sendable {
     public let peer: String
     /// Operations per `run` call's unit of `iterations` (e.g. 100 deliveries per set).
     public let operationsPerIteration: Int
+    /// The symbol pattern callgrind counts inside (`--toggle-collect`).
+    public let collect: String
     /// Sets up, then calls `measure(iterations) { ... }` around the timed part.
     public let run: @Sendable (_ iterations: Int) -> Void
+
+    /// Creates a scenario; `collect` defaults to the `measure` function.
+    public init(
+        operation: String, peer: String, operationsPerIteration: Int, collect: String = "*Scenarios7measure*",
+        run: @escaping @Sendable (_ iterations: Int) -> Void
+    ) {
+        self.operation = operation
+        self.peer = peer
+        self.operationsPerIteration = operationsPerIteration
+        self.collect = collect
+        self.run = run
+    }
 
     public var name: String { "\(operation) — \(peer)" }
 }
@@ -27,6 +41,15 @@ public struct Scenario: Sendable {
 @inline(never)
 public func measure(_ iterations: Int, _ body: (Int) -> Void) {
     body(iterations)
+}
+
+/// Releases `object` inside the timed region (teardown scenarios).
+@inline(never)
+public func measure<T: AnyObject>(releasing object: inout T?) {
+    object = nil
+    // A call after the release keeps it from being a tail call, which
+    // callgrind would count as leaving this function.
+    blackHole(0)
 }
 
 /// Keeps a value alive and opaque to the optimizer.
@@ -73,6 +96,12 @@ final class ClosureBox: @unchecked Sendable {
 }
 
 private let notification = Notification.Name("SafeObserveBenchmark")
+
+/// Holds subscriptions so that releasing one object cancels them all.
+final class CancellableBox {
+    let cancellables: [AnyCancellable]
+    init(_ cancellables: [AnyCancellable]) { self.cancellables = cancellables }
+}
 
 // MARK: - Scenarios
 
@@ -306,32 +335,35 @@ public enum Scenarios {
 
     // (4) Teardown of 1,000 relations (per relation).
     static let teardown: [Scenario] = [
-        Scenario(operation: "teardown: object with 1,000 relations", peer: "SafeObserve", operationsPerIteration: 1_000)
-        {
+        Scenario(
+            operation: "teardown: object with 1,000 relations", peer: "SafeObserve", operationsPerIteration: 1_000,
+            collect: "*SafeModelCfD*"
+        ) {
             n in
             let sinks = (0..<1_000).map { _ in Sink() }
             for _ in 0..<n {
                 var model: SafeModel? = SafeModel()
                 for sink in sinks { model!.safeObserve(\.value, by: sink) { _, _, _ in } }
-                measure(1) { _ in model = nil }
+                measure(releasing: &model)
             }
             blackHole(sinks)
         },
         Scenario(
-            operation: "teardown: listener with 1,000 relations", peer: "SafeObserve", operationsPerIteration: 1_000
+            operation: "teardown: listener with 1,000 relations", peer: "SafeObserve", operationsPerIteration: 1_000,
+            collect: "*OptInSinkCfD*"
         ) {
             n in
             let models = (0..<1_000).map { _ in SafeModel() }
             for _ in 0..<n {
                 var sink: OptInSink? = OptInSink()
                 for model in models { model.safeObserve(\.value, by: sink!) { _, _, _ in } }
-                measure(1) { _ in sink = nil }
+                measure(releasing: &sink)
             }
             blackHole(models)
         },
         Scenario(
             operation: "teardown: object with 1,000 relations", peer: "NotificationCenter",
-            operationsPerIteration: 1_000
+            operationsPerIteration: 1_000, collect: "*NotificationCenterCfD*"
         ) {
             n in
             let sink = Sink()
@@ -340,23 +372,23 @@ public enum Scenarios {
                 for _ in 0..<1_000 {
                     _ = center!.addObserver(forName: notification, object: nil, queue: nil) { _ in sink.total &+= 1 }
                 }
-                measure(1) { _ in center = nil }
+                measure(releasing: &center)
             }
         },
         Scenario(
             operation: "teardown: object with 1,000 relations", peer: "OpenCombine CurrentValueSubject",
-            operationsPerIteration: 1_000
+            operationsPerIteration: 1_000, collect: "*CancellableBoxCfD*"
         ) {
             n in
             let sink = Sink()
             for _ in 0..<n {
                 var subject: CurrentValueSubject<Int, Never>? = CurrentValueSubject(0)
                 var cancellables = (0..<1_000).map { _ in subject!.sink { sink.total &+= $0 } }
-                measure(1) { _ in
-                    cancellables = []
-                    subject = nil
-                }
-                blackHole(cancellables)
+                let box = CancellableBox(cancellables)
+                cancellables = []
+                var boxed: CancellableBox? = box
+                measure(releasing: &boxed)
+                subject = nil
             }
         },
     ]

@@ -30,24 +30,25 @@ final class _ListenerProxy: Sendable {
     ) -> (token: ObservationToken, inserted: Bool)? {
         let (result, stale) = state.withLock { state -> ((ObservationToken, Bool)?, [ObservationToken]) in
             guard !state.isTornDown else { return (nil, []) }
-            var list = state.relations[object, default: []]
             var stale: [ObservationToken] = []
-            list.removeAll { token in
-                if !token.isActive { return true }
-                if token.channel !== channel, token.keyPath == keyPath {
-                    stale.append(token)
-                    return true
+            // Mutate the list in place (no copy-on-write of the array).
+            let result = { (list: inout ContiguousArray<ObservationToken>) -> (ObservationToken, Bool) in
+                list.removeAll { token in
+                    if !token.isActive { return true }
+                    if token.channel !== channel, token.keyPath == keyPath {
+                        stale.append(token)
+                        return true
+                    }
+                    return false
                 }
-                return false
-            }
-            if let existing = list.first(where: { $0.keyPath == keyPath }) {
-                state.relations[object] = list
-                return ((existing, false), stale)
-            }
-            let token = make()
-            list.append(token)
-            state.relations[object] = list
-            return ((token, true), stale)
+                if let existing = list.first(where: { $0.keyPath == keyPath }) {
+                    return (existing, false)
+                }
+                let token = make()
+                list.append(token)
+                return (token, true)
+            }(&state.relations[object, default: []])
+            return (result, stale)
         }
         for token in stale { token._remove() }
         return result
@@ -59,11 +60,14 @@ final class _ListenerProxy: Sendable {
     func forget(_ tokens: [ObservationToken]) {
         state.withLock { state in
             for token in tokens {
-                guard let object = token.observedObjectID, var list = state.relations[object] else { continue }
-                if let index = list.firstIndex(where: { $0 === token }) {
-                    list.remove(at: index)
+                guard let object = token.observedObjectID,
+                    let position = state.relations.index(forKey: object)
+                else { continue }
+                // Mutate the list in place (no copy-on-write of the array).
+                state.relations.values[position].removeAll { $0 === token }
+                if state.relations.values[position].isEmpty {
+                    state.relations.remove(at: position)
                 }
-                state.relations[object] = list.isEmpty ? nil : list
             }
         }
     }
