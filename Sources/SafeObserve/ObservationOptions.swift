@@ -20,6 +20,7 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
     /// ```swift
     /// let options = ObservationOptions(rawValue: 0b11)   // [.new, .old]
     /// ```
+    @inlinable
     public init(rawValue: UInt8) {
         self.rawValue = rawValue
     }
@@ -29,7 +30,7 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
     /// ```swift
     /// counter.safeObserve(\.count, by: self, options: .new) { _, _, change in print(change.newValue!) }
     /// ```
-    public static let new = ObservationOptions(rawValue: 1 << 0)
+    @inlinable public static var new: ObservationOptions { ObservationOptions(rawValue: 1 << 0) }
 
     /// Changes carry the value before the change in ``ObservedChange/oldValue``.
     ///
@@ -38,7 +39,7 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
     ///     print(change.oldValue!, "→", change.newValue!)
     /// }
     /// ```
-    public static let old = ObservationOptions(rawValue: 1 << 1)
+    @inlinable public static var old: ObservationOptions { ObservationOptions(rawValue: 1 << 1) }
 
     /// One extra delivery during registration, with the current value in
     /// ``ObservedChange/newValue`` (whether or not ``new`` is set), `oldValue`
@@ -50,7 +51,7 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
     ///     label.text = "\(change.newValue!)"   // also runs once right now
     /// }
     /// ```
-    public static let initial = ObservationOptions(rawValue: 1 << 2)
+    @inlinable public static var initial: ObservationOptions { ObservationOptions(rawValue: 1 << 2) }
 
     /// One extra delivery before each change is stored, with
     /// ``ObservedChange/isPrior`` `true`, `newValue` `nil`, and the old value
@@ -61,7 +62,7 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
     ///     print(change.isPrior ? "will change from \(change.oldValue!)" : "did change")
     /// }
     /// ```
-    public static let prior = ObservationOptions(rawValue: 1 << 3)
+    @inlinable public static var prior: ObservationOptions { ObservationOptions(rawValue: 1 << 3) }
 
     /// The options in source form, such as `[.old, .new]`.
     ///

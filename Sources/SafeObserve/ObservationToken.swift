@@ -19,8 +19,9 @@ import Synchronization
 /// - Note: Tokens compare by identity. Observing the same key path of the same
 ///   object by the same listener twice returns the same token.
 public final class ObservationToken: Hashable, CustomDebugStringConvertible, @unchecked Sendable {
-    // @unchecked Sendable: every stored property is immutable (`let`, `weak let`)
-    // or atomic, except `_slot`, which is only touched under the channel's lock.
+    // @unchecked Sendable: every stored property is immutable (`let`, `weak let`,
+    // `unowned let`) or atomic, except `_slot`, only touched under the channel's
+    // lock; the listener is only reached through `_tryRetain`.
 
     private let _active: Atomic<Bool>
 
@@ -48,13 +49,24 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
     /// ```
     public let observedObjectID: ObjectIdentifier?
 
-    /// The listener, while it is alive (held weakly).
+    /// The listener, while it is alive.
     ///
     /// ```swift
     /// let token = counter.safeObserve(\.count, by: label) { _, _, _ in }
     /// assert(token.listener === label)
     /// ```
-    public weak let listener: AnyObject?
+    public var listener: AnyObject? {
+        _listenerAddress.flatMap(_tryRetain)
+    }
+
+    /// Keeps the listener's memory (not the listener) allocated, so that
+    /// `_listenerAddress` can always be asked whether it is alive. Never read:
+    /// reading an unowned reference to a dead object traps.
+    private unowned let _listenerMemory: AnyObject?
+    /// The listener's address, for `_tryRetain` (a weak load without a weak
+    /// reference, which would move the listener's reference counts into a
+    /// slower side table for the rest of its life).
+    let _listenerAddress: UnsafeMutableRawPointer?
 
     weak let proxy: _ListenerProxy?
     let channel: _Channel?
@@ -70,7 +82,10 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
         _active = Atomic(true)
         self.keyPath = keyPath
         self.observedObjectID = observedObjectID
-        self.listener = listener
+        _listenerMemory = listener
+        // Unmanaged without a retain: only the address is kept; `_listenerMemory`
+        // keeps it allocated.
+        _listenerAddress = Unmanaged.passUnretained(listener).toOpaque()
         self.options = options
         self.proxy = proxy
         self.channel = channel
@@ -81,7 +96,8 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
         _active = Atomic(false)
         keyPath = nil
         observedObjectID = nil
-        listener = nil
+        _listenerMemory = nil
+        _listenerAddress = nil
         self.options = options
         proxy = nil
         channel = nil

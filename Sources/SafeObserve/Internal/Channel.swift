@@ -17,9 +17,14 @@ typealias _Deliver =
 @usableFromInline
 struct _Subscriber {
     let token: ObservationToken
-    /// `nil` once the relation was removed (a tombstone until compaction).
-    var deliver: _Deliver?
+    /// The handler; `_tombstone` once the relation was removed.
+    var deliver: _Deliver
+    /// `false` once the relation was removed (a tombstone until compaction).
+    var isLive: Bool
 }
+
+/// Replaces a removed relation's handler, so the real one can be released.
+let _tombstone: _Deliver = { _, _, _, _ in }
 
 /// The relations registered on one `@Observed` property of one object.
 ///
@@ -31,7 +36,7 @@ struct _Subscriber {
 @usableFromInline
 final class _Channel: Sendable {
     struct State {
-        /// Registration order; removed relations are tombstones (`deliver == nil`).
+        /// Registration order; removed relations are tombstones (`isLive == false`).
         var subscribers: ContiguousArray<_Subscriber> = []
         var liveCount = 0
         /// Live relations asking for `.old` (the setter copies the old value only then).
@@ -67,8 +72,7 @@ final class _Channel: Sendable {
         /// - Complexity: O(*n*) in the relations of this property only.
         @usableFromInline
         mutating func deliver(root: AnyObject, change: UnsafeRawPointer, isPrior: Bool) {
-            for subscriber in subscribers {
-                guard let deliver = subscriber.deliver else { continue }
+            for subscriber in subscribers where subscriber.isLive {
                 let token = subscriber.token
                 if isPrior, !token.options.contains(.prior) { continue }
                 guard token.isActive else { continue }
@@ -76,7 +80,7 @@ final class _Channel: Sendable {
                     orphans.append(token)
                     continue
                 }
-                deliver(listener, root, change, isPrior)
+                subscriber.deliver(listener, root, change, isPrior)
             }
         }
 
@@ -113,14 +117,14 @@ final class _Channel: Sendable {
                 for _ in 0..<2 {
                     if state.sweepCursor >= count { state.sweepCursor = 0 }
                     let subscriber = state.subscribers[state.sweepCursor]
-                    if subscriber.deliver != nil, subscriber.token.listener == nil {
+                    if subscriber.isLive, subscriber.token.listener == nil {
                         orphans.append(subscriber.token)
                     }
                     state.sweepCursor += 1
                 }
             }
             token._slot = count
-            state.subscribers.append(_Subscriber(token: token, deliver: deliver))
+            state.subscribers.append(_Subscriber(token: token, deliver: deliver, isLive: true))
             state.liveCount += 1
             if token.options.contains(.old) { state.oldCount += 1 }
             if token.options.contains(.prior) { state.priorCount += 1 }
@@ -139,7 +143,8 @@ final class _Channel: Sendable {
                 state.subscribers[slot].token === token
             else { return nil }
             let deliver = state.subscribers[slot].deliver
-            state.subscribers[slot].deliver = nil
+            state.subscribers[slot].deliver = _tombstone
+            state.subscribers[slot].isLive = false
             token._slot = -1
             state.liveCount -= 1
             if token.options.contains(.old) { state.oldCount -= 1 }
@@ -157,7 +162,7 @@ final class _Channel: Sendable {
     private static func compact(_ state: inout State) {
         var kept = ContiguousArray<_Subscriber>()
         kept.reserveCapacity(state.liveCount)
-        for subscriber in state.subscribers where subscriber.deliver != nil {
+        for subscriber in state.subscribers where subscriber.isLive {
             subscriber.token._slot = kept.count
             kept.append(subscriber)
         }
@@ -203,7 +208,7 @@ final class _Channel: Sendable {
             return state.subscribers
         }
         var byProxy: [ObjectIdentifier: (proxy: _ListenerProxy, tokens: [ObservationToken])] = [:]
-        for subscriber in subscribers where subscriber.deliver != nil {
+        for subscriber in subscribers where subscriber.isLive {
             let token = subscriber.token
             guard token._markRemoved(), let proxy = token.proxy else { continue }
             byProxy[ObjectIdentifier(proxy), default: (proxy, [])].tokens.append(token)
@@ -218,7 +223,7 @@ final class _Channel: Sendable {
 
     func liveTokens() -> [ObservationToken] {
         state.withLock { state in
-            state.subscribers.compactMap { $0.deliver != nil && $0.token.isActive ? $0.token : nil }
+            state.subscribers.compactMap { $0.isLive && $0.token.isActive ? $0.token : nil }
         }
     }
 }

@@ -119,13 +119,27 @@ final class _ListenerProxy: Sendable {
 /// constant factor, with O(1) work per registration.
 final class _ProxyTable: Sendable {
     struct Entry: @unchecked Sendable {
-        // @unchecked Sendable: `listener` is only loaded to compare identities
-        // and test liveness, under the table's lock; it is never called into.
+        // @unchecked Sendable: the listener is only reached through `_tryRetain`
+        // (liveness), under the table's lock; it is never called into.
 
         /// The listener's identity when it registered (the key in `index`).
         let id: ObjectIdentifier
-        weak var listener: AnyObject?
+        /// Keeps the listener's memory allocated (never read), so its address
+        /// can be probed and is not reused while the entry exists.
+        unowned let listenerMemory: AnyObject
+        let address: UnsafeMutableRawPointer
         let proxy: _ListenerProxy
+
+        init(listener: AnyObject, proxy: _ListenerProxy) {
+            id = ObjectIdentifier(listener)
+            listenerMemory = listener
+            // Unmanaged without a retain: only the address is kept.
+            address = Unmanaged.passUnretained(listener).toOpaque()
+            self.proxy = proxy
+        }
+
+        /// Whether the listener has not begun deinitialization.
+        var isListenerAlive: Bool { _tryRetain(address) != nil }
     }
 
     struct State {
@@ -144,23 +158,20 @@ final class _ProxyTable: Sendable {
         let (proxy, dead) = state.withLock { state -> (_ListenerProxy?, [_ListenerProxy]) in
             var dead: [_ListenerProxy] = []
             if let position = state.index[id] {
+                // The entry keeps its listener's memory allocated, so an entry
+                // at this address is this listener's: alive, or inside its deinit.
                 let entry = state.entries[position]
-                if entry.listener === listener {
+                if !create || entry.isListenerAlive {
                     return (entry.proxy, [])
                 }
-                // `entry.listener` is nil: either `listener` is inside its own
-                // deinit (the entry is its own), or a dead listener's entry was
-                // left at a reused address.
-                if _swift_isDeallocating(listener) {
-                    return (create ? nil : entry.proxy, [])
-                }
-                dead.append(Self.remove(at: position, from: &state))
+                // Registering from a deinit is refused before reaching here.
+                return (nil, [])
             }
             guard create else { return (nil, dead) }
             // Amortized sweep: inspect two entries per new entry.
             for _ in 0..<2 where !state.entries.isEmpty {
                 if state.sweepCursor >= state.entries.count { state.sweepCursor = 0 }
-                if state.entries[state.sweepCursor].listener == nil {
+                if !state.entries[state.sweepCursor].isListenerAlive {
                     dead.append(Self.remove(at: state.sweepCursor, from: &state))
                 } else {
                     state.sweepCursor += 1
@@ -168,7 +179,7 @@ final class _ProxyTable: Sendable {
             }
             let proxy = _ListenerProxy()
             state.index[id] = state.entries.count
-            state.entries.append(Entry(id: id, listener: listener, proxy: proxy))
+            state.entries.append(Entry(listener: listener, proxy: proxy))
             return (proxy, dead)
         }
         for proxy in dead { proxy.removeAll(final: true) }
@@ -196,7 +207,7 @@ final class _ProxyTable: Sendable {
             var dead: [_ListenerProxy] = []
             var position = 0
             while position < state.entries.count {
-                if state.entries[position].listener == nil {
+                if !state.entries[position].isListenerAlive {
                     dead.append(Self.remove(at: position, from: &state))
                 } else {
                     position += 1

@@ -33,34 +33,52 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
     }
 }
 
-/// The runtime's `swift_isDeallocating`, looked up once.
-///
-/// `bool swift_isDeallocating(HeapObject *)` is exported by the Swift runtime
-/// on every platform (Objective-C's `_isDeallocating` is built on it). It is
-/// resolved with `dlsym` rather than `@_silgen_name`, which the compiler
-/// reserves for its own use of runtime symbols.
-private let _isDeallocatingFunction: (@convention(c) (UnsafeMutableRawPointer) -> Bool)? = {
+/// A Swift runtime entry point taking one object, looked up once with
+/// `dlsym` (the compiler reserves `@_silgen_name` for its own use of runtime
+/// symbols). Both functions used here are part of the runtime's stable ABI on
+/// every platform.
+private func _runtimeFunction<Result>(_ name: String, as type: Result.Type) -> Result {
     #if canImport(Darwin)
         let handle = UnsafeMutableRawPointer(bitPattern: -2)  // RTLD_DEFAULT
     #else
         let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
     #endif
-    guard let symbol = dlsym(handle, "swift_isDeallocating") else { return nil }
+    guard let symbol = dlsym(handle, name) else {
+        preconditionFailure("SafeObserve: the Swift runtime does not export \(name)")
+    }
     // unsafeBitCast: a C function pointer, to the runtime's documented C signature.
-    return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutableRawPointer) -> Bool).self)
-}()
+    return unsafeBitCast(symbol, to: type)
+}
+
+/// `bool swift_isDeallocating(HeapObject *)`.
+private let _isDeallocatingFunction = _runtimeFunction(
+    "swift_isDeallocating", as: (@convention(c) (UnsafeMutableRawPointer) -> Bool).self)
+
+/// `HeapObject *swift_tryRetain(HeapObject *)`: the object, +1, unless its
+/// deinitialization began (then `NULL`).
+private let _tryRetainFunction = _runtimeFunction(
+    "swift_tryRetain", as: (@convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?).self)
 
 /// Whether `object` has started deinitialization (its strong count reached zero).
 ///
 /// Used to refuse new relations on an object that is being destroyed and to
-/// drop changes made inside an observed object's own `deinit`. Answers `false`
-/// where the runtime does not export the function.
+/// drop changes made inside an observed object's own `deinit`.
+@inline(__always)
 func _swift_isDeallocating(_ object: AnyObject) -> Bool {
-    guard let function = _isDeallocatingFunction else { return false }
-    return withExtendedLifetime(object) {
-        // Unmanaged without a retain: `object` is kept alive by withExtendedLifetime.
-        function(Unmanaged.passUnretained(object).toOpaque())
-    }
+    // Unmanaged without a retain: the caller holds `object` for the call.
+    _isDeallocatingFunction(Unmanaged.passUnretained(object).toOpaque())
+}
+
+/// A strong reference to the object at `address` unless it started
+/// deinitialization — a weak load, without the side table a `weak`
+/// reference forces on the object.
+///
+/// `address` must stay allocated: its holder keeps an unowned reference.
+@inline(__always)
+func _tryRetain(_ address: UnsafeMutableRawPointer) -> AnyObject? {
+    guard _tryRetainFunction(address) != nil else { return nil }
+    // Unmanaged: balances the +1 that swift_tryRetain just took.
+    return Unmanaged<AnyObject>.fromOpaque(address).takeRetainedValue()
 }
 
 /// Writes a line to standard error (diagnostics of release builds).
