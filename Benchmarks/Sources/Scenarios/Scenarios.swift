@@ -52,6 +52,12 @@ public func measure<T: AnyObject>(releasing object: inout T?) {
     blackHole(0)
 }
 
+@inline(never)
+func setOpaque(_ model: PlainModel, _ value: Int) { model.value = value }
+
+@inline(never)
+func setOpaque(_ model: SafeModel, _ value: Int) { model.value = value }
+
 /// Keeps a value alive and opaque to the optimizer.
 @inline(never)
 public func blackHole<T>(_ value: T) {
@@ -111,6 +117,20 @@ public enum Scenarios {
 
     // (1) A property set that nobody observes.
     static let setUnobserved: [Scenario] = [
+        // The same store, each behind one non-inlined call, so the optimizer
+        // cannot fold the loop away: the fair comparison for target (1).
+        Scenario(operation: "set, unobserved, opaque call", peer: "plain stored property", operationsPerIteration: 1) {
+            n in
+            let model = PlainModel()
+            measure(n) { n in for i in 0..<n { setOpaque(model, i) } }
+            blackHole(model)
+        },
+        Scenario(operation: "set, unobserved, opaque call", peer: "SafeObserve @Observed", operationsPerIteration: 1) {
+            n in
+            let model = SafeModel()
+            measure(n) { n in for i in 0..<n { setOpaque(model, i) } }
+            blackHole(model)
+        },
         Scenario(operation: "set, unobserved", peer: "plain stored property", operationsPerIteration: 1) { n in
             let model = PlainModel()
             measure(n) { n in for i in 0..<n { model.value = i } }
