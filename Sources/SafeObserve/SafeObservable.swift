@@ -51,7 +51,8 @@ extension SafeObservable {
     ///     Any other key path is a programmer error: debug builds stop with a
     ///     message naming the type and the key path; release builds return an
     ///     inert token.
-    ///   - listener: The object on whose behalf the handler runs. Held weakly.
+    ///   - listener: The object on whose behalf the handler runs. Never
+    ///     retained: the relation only keeps its memory allocated until cleanup.
     ///   - options: What the handler receives; `[.new]` by default.
     ///   - changeHandler: Called with the listener, this object and the change.
     /// - Returns: The relation's token. Keeping it is optional.
