@@ -19,7 +19,7 @@ import Synchronization
 /// - Note: Tokens compare by identity. Observing the same key path of the same
 ///   object by the same listener twice returns the same token.
 public final class ObservationToken: Hashable, CustomDebugStringConvertible, @unchecked Sendable {
-    // @unchecked Sendable: every stored property is immutable (`let`, `weak let`,
+    // @unchecked Sendable: every stored property is immutable (`let`,
     // `unowned let`) or atomic, except `_slot`, only touched under the channel's
     // lock; the listener is only reached through `_tryRetain`.
 
@@ -68,7 +68,11 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
     /// slower side table for the rest of its life).
     let _listenerAddress: UnsafeMutableRawPointer?
 
-    weak let proxy: _ListenerProxy?
+    /// The listener's proxy. Strong: the proxy holds its active relations and
+    /// a relation its proxy, a cycle that every way a relation ends breaks
+    /// (removal, either side's teardown, the sweep). A weak reference would
+    /// cost the proxy a side table.
+    let proxy: _ListenerProxy?
     let channel: _Channel?
 
     /// Index in the channel's relation list; guarded by the channel's lock.

@@ -227,6 +227,8 @@ struct LifetimeTests {
             fresh.count = 2
         }
         #expect(log.entries == Array(repeating: "new", count: 200))
-        #expect(reused > 0, "the allocator never reused an address; the test proved nothing")
+        // ASan quarantines freed memory, so addresses are not reused there.
+        #expect(
+            reused > 0 || isAddressSanitizerActive, "the allocator never reused an address; the test proved nothing")
     }
 }

@@ -2,6 +2,10 @@ import Synchronization
 
 @testable import SafeObserve
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Counts live instances of the test fixtures (deinit counters for leak tests).
 final class LifetimeCounter: Sendable {
     private let live = Atomic<Int>(0)
@@ -37,11 +41,12 @@ final class Counter: SafeObservable {
     }
 }
 
-/// A plain listener: any class can listen.
-final class Listener {
+/// A listener that records what it receives and counts its lifetime.
+class RecordingListener {
     let lifetime: LifetimeCounter?
     let received = Mutex<[String]>([])
-    var onDeinit: ((Listener) -> Void)?
+    /// Runs inside deinit (to unobserve or observe there).
+    var onDeinit: ((RecordingListener) -> Void)?
 
     init(lifetime: LifetimeCounter? = nil) {
         self.lifetime = lifetime
@@ -57,25 +62,12 @@ final class Listener {
     }
 }
 
+/// A plain listener: any class can listen.
+final class Listener: RecordingListener {}
+
 /// A listener that opts in to teardown inside its own deinit.
-final class OptInListener: SafeObserver {
+final class OptInListener: RecordingListener, SafeObserver {
     let observerLifetime = ObserverLifetime()
-    let lifetime: LifetimeCounter?
-    let received = Mutex<[String]>([])
-    var onDeinit: ((OptInListener) -> Void)?
-
-    init(lifetime: LifetimeCounter? = nil) {
-        self.lifetime = lifetime
-        lifetime?.didInit()
-    }
-
-    func record(_ entry: String) { received.withLock { $0.append(entry) } }
-    var log: [String] { received.withLock { $0 } }
-
-    deinit {
-        onDeinit?(self)
-        lifetime?.didDeinit()
-    }
 }
 
 /// Something a handler captures, to prove the handler was released.
@@ -113,3 +105,13 @@ func hasSentinel(_ object: AnyObject, storage label: String) -> Bool {
 
 /// A listener that handlers may capture (it is Sendable).
 final class Peer: Sendable {}
+
+/// Whether the address sanitizer is linked in (it never reuses freed memory
+/// right away, which some tests need to know).
+let isAddressSanitizerActive: Bool = {
+    #if canImport(Glibc)
+        return dlsym(nil, "__asan_init") != nil
+    #else
+        return false
+    #endif
+}()
