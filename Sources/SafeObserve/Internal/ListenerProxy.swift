@@ -8,7 +8,7 @@
 final class _ListenerProxy: Sendable {
     struct State {
         /// Relations by observed object, each list in registration order.
-        var relations: [ObjectIdentifier: ContiguousArray<ObservationToken>] = [:]
+        var relations: [ObjectIdentifier: _TokenList] = [:]
         var isTornDown = false
     }
 
@@ -32,7 +32,7 @@ final class _ListenerProxy: Sendable {
             guard !state.isTornDown else { return (nil, []) }
             var stale: [ObservationToken] = []
             // Mutate the list in place (no copy-on-write of the array).
-            let result = { (list: inout ContiguousArray<ObservationToken>) -> (ObservationToken, Bool) in
+            let result = { (list: inout _TokenList) -> (ObservationToken, Bool) in
                 list.removeAll { token in
                     if !token.isActive { return true }
                     if token.channel !== channel, token.keyPath == keyPath {
@@ -47,7 +47,7 @@ final class _ListenerProxy: Sendable {
                 let token = make()
                 list.append(token)
                 return (token, true)
-            }(&state.relations[object, default: []])
+            }(&state.relations[object, default: _TokenList()])
             return (result, stale)
         }
         for token in stale { token._remove() }
@@ -76,9 +76,9 @@ final class _ListenerProxy: Sendable {
     func tokens(on object: ObjectIdentifier?) -> [ObservationToken] {
         state.withLock { state in
             if let object {
-                return Array(state.relations[object] ?? []).filter(\.isActive)
+                return (state.relations[object] ?? _TokenList()).filter(\.isActive)
             }
-            return state.relations.values.flatMap { $0 }.filter(\.isActive)
+            return state.relations.values.flatMap { $0.filter(\.isActive) }
         }
     }
 
@@ -107,6 +107,58 @@ final class _ListenerProxy: Sendable {
             return observer.observerLifetime.proxy
         }
         return _ProxyTable.shared.proxy(for: listener, create: create)
+    }
+}
+
+/// The relations a listener holds on one object, in registration order.
+///
+/// Most listeners observe one key path per object: that one is stored inline,
+/// so it costs no array allocation; more go to `tail`.
+struct _TokenList: Sequence {
+    /// `nil` only when the list is empty.
+    private var head: ObservationToken?
+    private var tail: ContiguousArray<ObservationToken> = []
+
+    init() {}
+
+    var isEmpty: Bool { head == nil }
+
+    mutating func append(_ token: ObservationToken) {
+        if head == nil {
+            head = token
+        } else {
+            tail.append(token)
+        }
+    }
+
+    /// - Complexity: O(*n*).
+    mutating func removeAll(where shouldBeRemoved: (ObservationToken) -> Bool) {
+        if let first = head, shouldBeRemoved(first) {
+            head = nil
+        }
+        if !tail.isEmpty {
+            tail.removeAll(where: shouldBeRemoved)
+        }
+        if head == nil, !tail.isEmpty {
+            head = tail.removeFirst()
+        }
+    }
+
+    struct Iterator: IteratorProtocol {
+        fileprivate var head: ObservationToken?
+        fileprivate var tail: IndexingIterator<ContiguousArray<ObservationToken>>
+
+        mutating func next() -> ObservationToken? {
+            if let first = head {
+                head = nil
+                return first
+            }
+            return tail.next()
+        }
+    }
+
+    func makeIterator() -> Iterator {
+        Iterator(head: head, tail: tail.makeIterator())
     }
 }
 
