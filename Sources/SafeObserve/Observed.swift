@@ -81,7 +81,11 @@ public struct Observed<Value> {
                 // Only here does the declared key path escape (registration
                 // compares it with the one being observed); everything else
                 // is a direct projection that the optimizer folds.
-                _recordAccess(instance, wrappedKeyPath, sentinel: &instance[keyPath: storageKeyPath]._sentinel)
+                // Registrations only read the object, so several may run at
+                // once; the sentinel field is only touched under this lock.
+                _sentinelCreationLock.withLock { _ in
+                    _recordAccess(instance, wrappedKeyPath, sentinel: &instance[keyPath: storageKeyPath]._sentinel)
+                }
             }
             return instance[keyPath: storageKeyPath]._value
         }
@@ -113,6 +117,8 @@ public struct Observed<Value> {
 
     /// Registration is resolving a key path: record this property, creating
     /// its sentinel if this is its first observation.
+    ///
+    /// Called under `_sentinelCreationLock`; runs no user code.
     @usableFromInline
     static func _recordAccess(
         _ instance: some SafeObservable,

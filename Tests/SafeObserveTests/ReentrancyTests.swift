@@ -171,7 +171,7 @@ struct ReentrancyTests {
 
 /// Tokens a handler may reach.
 private final class TokenBox: Sendable {
-    private let tokens = Mutex<[ObservationToken]>([])
+    private let tokens = _Mutex<[ObservationToken]>([])
     func append(_ token: ObservationToken) { tokens.withLock { $0.append(token) } }
     func invalidateAll() {
         for token in tokens.withLock({ $0 }) { token.invalidate() }

@@ -7,20 +7,25 @@
 /// platform SafeObserve targets. The mutex and the value share one allocation.
 ///
 /// Closure-scoped access only: there is no `lock()` / `unlock()` to misuse.
+/// Give it a non-empty `State` (a zero-sized one would share its address with
+/// the mutex, which confuses ThreadSanitizer's access tracking).
 /// Never call user code, and never release anything whose `deinit` may be
 /// user code, inside `body`: return it and drop it after the lock is released.
+@usableFromInline
 struct _Mutex<State>: @unchecked Sendable {
     // @unchecked Sendable: `State` is only touched inside `withLock`, under the
     // mutex; every `State` in SafeObserve holds only Sendable values or
     // references used for identity and liveness checks.
 
-    private final class Storage: ManagedBuffer<State, _PlatformMutex> {
+    @usableFromInline
+    final class Storage: ManagedBuffer<State, _PlatformMutex> {
         deinit {
             withUnsafeMutablePointerToElements { _platformMutexDestroy($0) }
         }
     }
 
-    private let storage: Storage
+    @usableFromInline
+    let storage: Storage
 
     init(_ initialState: State) {
         // unsafeDowncast: `create` returns an instance of the class it is called on.
@@ -31,7 +36,7 @@ struct _Mutex<State>: @unchecked Sendable {
     /// Runs `body` with exclusive access to the state.
     ///
     /// - Complexity: O(1) plus `body`.
-    @inline(__always)
+    @inlinable
     func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
         try storage.withUnsafeMutablePointers { state, mutex in
             _platformMutexLock(mutex)

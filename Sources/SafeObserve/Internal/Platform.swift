@@ -93,6 +93,7 @@ func _writeToStandardError(_ message: String) {
 // MARK: - Mutex primitive
 
 /// The platform mutex that ``_Mutex`` wraps.
+@usableFromInline
 typealias _PlatformMutex = pthread_mutex_t
 
 func _platformMutexInitialize(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
@@ -104,13 +105,13 @@ func _platformMutexDestroy(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
     _ = pthread_mutex_destroy(mutex)
 }
 
-@inline(__always)
+@usableFromInline
 func _platformMutexLock(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
     let status = pthread_mutex_lock(mutex)
     assert(status == 0, "SafeObserve: pthread_mutex_lock failed (\(status))")
 }
 
-@inline(__always)
+@usableFromInline
 func _platformMutexUnlock(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
     let status = pthread_mutex_unlock(mutex)
     assert(status == 0, "SafeObserve: pthread_mutex_unlock failed (\(status))")

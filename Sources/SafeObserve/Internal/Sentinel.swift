@@ -27,3 +27,12 @@ final class _Sentinel: @unchecked Sendable {
         channel.tearDown()
     }
 }
+
+/// Serializes the first observation of `@Observed` properties: registrations
+/// only read the object, so several may run at once, but creating a sentinel
+/// writes the property's storage. Held only around that check-and-store,
+/// never around user code. (Its state is unused but not empty: a zero-sized
+/// state would share its address with the mutex itself, which confuses
+/// ThreadSanitizer's access tracking.)
+@usableFromInline
+let _sentinelCreationLock = _Mutex<UInt8>(0)

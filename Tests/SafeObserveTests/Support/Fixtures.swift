@@ -44,7 +44,7 @@ final class Counter: SafeObservable {
 /// A listener that records what it receives and counts its lifetime.
 class RecordingListener {
     let lifetime: LifetimeCounter?
-    let received = Mutex<[String]>([])
+    let received = _Mutex<[String]>([])
     /// Runs inside deinit (to unobserve or observe there).
     var onDeinit: ((RecordingListener) -> Void)?
 
@@ -89,7 +89,7 @@ func describe<Value>(_ change: ObservedChange<Value>) -> String {
 
 /// A thread-safe list of events that handlers may capture.
 final class EventLog: Sendable {
-    private let events = Mutex<[String]>([])
+    private let events = _Mutex<[String]>([])
     func record(_ event: String) { events.withLock { $0.append(event) } }
     var entries: [String] { events.withLock { $0 } }
 }
