@@ -59,6 +59,13 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
         _listenerAddress.flatMap(_tryRetain)
     }
 
+    /// Whether the listener began deinitialization. Never retains it, so it is
+    /// safe under a lock (releasing a last reference could run user code).
+    var _isListenerGone: Bool {
+        guard let address = _listenerAddress else { return true }
+        return _isDeallocating(address: address)
+    }
+
     /// Keeps the listener's memory (not the listener) allocated, so that
     /// `_listenerAddress` can always be asked whether it is alive. Never read:
     /// reading an unowned reference to a dead object traps.

@@ -144,6 +144,38 @@ struct ThreadSafetyTests {
         }
     }
 
+    /// Regression: sweeps used to take a transient strong reference to each
+    /// listener they inspected, under the channel's lock. When that was the
+    /// last reference, the listener's deinit ran under the lock and, if it
+    /// unobserved (as migrated KVO code does), deadlocked.
+    @Test func listenersWhoseDeinitUnobserves_dyingDuringSweeps_doNotDeadlock() {
+        for _ in 0..<(20 * Self.rounds) {
+            let counter = Counter()  // never mutated: concurrent registrations only read it
+            let lifetimes = LifetimeCounter()
+            var doomed: [Listener] = []
+            for _ in 0..<64 {
+                let listener = Listener(lifetime: lifetimes)
+                listener.onDeinit = { [counter] listener in counter.safeUnobserve(by: listener) }
+                counter.safeObserve(\.count, by: listener) { _, _, _ in }
+                doomed.append(listener)
+            }
+            let box = ReleaseBox(doomed)
+            doomed = []
+            let shared = UncheckedSendable(counter)
+            DispatchQueue.concurrentPerform(iterations: 3) { worker in
+                if worker == 0 {
+                    box.releaseAll()
+                } else {
+                    for _ in 0..<64 {
+                        let peer = Peer()
+                        shared.value.safeObserve(\.count, by: peer) { _, _, _ in }  // sweeps two old relations
+                    }
+                }
+            }
+            #expect(lifetimes.liveCount == 0, "Listener leaked")
+        }
+    }
+
     @Test func mixedChurn_endsWithNothingAlive() {
         for round in 0..<(10 * Self.rounds) {
             let counters = LifetimeCounter()

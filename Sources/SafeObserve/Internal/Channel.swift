@@ -117,7 +117,7 @@ final class _Channel: Sendable {
                 for _ in 0..<2 {
                     if state.sweepCursor >= count { state.sweepCursor = 0 }
                     let subscriber = state.subscribers[state.sweepCursor]
-                    if subscriber.isLive, subscriber.token.listener == nil {
+                    if subscriber.isLive, subscriber.token._isListenerGone {
                         orphans.append(subscriber.token)
                     }
                     state.sweepCursor += 1

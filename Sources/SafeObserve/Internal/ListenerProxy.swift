@@ -190,8 +190,10 @@ final class _ProxyTable: Sendable {
             self.proxy = proxy
         }
 
-        /// Whether the listener has not begun deinitialization.
-        var isListenerAlive: Bool { _tryRetain(address) != nil }
+        /// Whether the listener has not begun deinitialization. Never retains
+        /// it: this runs under the table's lock, where releasing a last
+        /// reference would run the listener's `deinit`.
+        var isListenerAlive: Bool { !_isDeallocating(address: address) }
     }
 
     struct State {

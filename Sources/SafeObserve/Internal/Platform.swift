@@ -69,6 +69,16 @@ func _swift_isDeallocating(_ object: AnyObject) -> Bool {
     _isDeallocatingFunction(Unmanaged.passUnretained(object).toOpaque())
 }
 
+/// Whether the object at `address` started deinitialization, without ever
+/// retaining it — safe under a lock, where releasing a last reference could
+/// run a user `deinit`.
+///
+/// `address` must stay allocated: its holder keeps an unowned reference.
+@inline(__always)
+func _isDeallocating(address: UnsafeMutableRawPointer) -> Bool {
+    _isDeallocatingFunction(address)
+}
+
 /// A strong reference to the object at `address` unless it started
 /// deinitialization — a weak load, without the side table a `weak`
 /// reference forces on the object.
