@@ -44,19 +44,29 @@ public enum SafeObservation {
     /// - Complexity: O(*p* + *n*): it reflects over the object's *p* stored
     ///   properties. Meant for debugging and tests, not hot paths.
     public static func relations(of object: some SafeObservable) -> [ObservationToken] {
-        var tokens: [ObservationToken] = []
+        // Mirrors are built outside any lock (a custom mirror is user code);
+        // the stored fields are read under the lock that first observations
+        // write them under, so this read never races with a registration.
+        var mirrors: [Mirror] = []
         var mirror: Mirror? = Mirror(reflecting: object)
         while let current = mirror {
-            for child in current.children {
-                if let storage = child.value as? any _ObservedStorage {
-                    tokens += storage._channelForIntrospection?.liveTokens() ?? []
-                } else if let registrar = child.value as? SafeObservationRegistrar {
-                    tokens += registrar.liveTokens()
-                }
-            }
+            mirrors.append(current)
             mirror = current.superclassMirror
         }
-        return tokens
+        let channels: [_Channel] = _sentinelCreationLock.withLock { _ in
+            var channels: [_Channel] = []
+            for current in mirrors {
+                for child in current.children {
+                    if let storage = child.value as? any _ObservedStorage {
+                        if let channel = storage._channelForIntrospection { channels.append(channel) }
+                    } else if let registrar = child.value as? SafeObservationRegistrar {
+                        channels += registrar.channels()
+                    }
+                }
+            }
+            return channels
+        }
+        return channels.flatMap { $0.liveTokens() }
     }
 }
 

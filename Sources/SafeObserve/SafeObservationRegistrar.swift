@@ -126,8 +126,8 @@ public final class SafeObservationRegistrar: Sendable {
         return winner
     }
 
-    func liveTokens() -> [ObservationToken] {
-        let channels = sentinels.withLock { $0.values.map(\.channel) }
-        return channels.flatMap { $0.liveTokens() }
+    /// The channels of the properties observed so far (introspection).
+    func channels() -> [_Channel] {
+        sentinels.withLock { $0.values.map(\.channel) }
     }
 }

@@ -1,0 +1,940 @@
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Concurrency stress: emission, removal, token invalidation and the death of
+/// either side, racing on real threads (one pthread per role, released
+/// together by a start gate, so the roles overlap even when the cooperative
+/// pool is busy with other suites).
+///
+/// Registration reads the property, so a test only registers on an object that
+/// no other thread mutates at the same time — or, in the churn test, under the
+/// lock that also guards that object's mutations. Everything else runs
+/// unsynchronized, as the library promises it may.
+///
+/// Each test loops: one clean run under a sanitizer proves little.
+/// `SAFEOBSERVE_STRESS_ITERATIONS=N` multiplies every loop by N; without it the
+/// loops are short enough for a debug `swift test`, and shorter still under a
+/// sanitizer.
+@Suite("Concurrency stress", .serialized)
+struct ConcurrencyStressTests {
+    // MARK: 1 — emission on different objects
+
+    @Test func stressConcurrentEmissionOnDifferentObjects_deliversExactCounts() {
+        let changes = 400
+        let objectCount = 4
+        for round in 0..<StressConfig.rounds(6) {
+            let objectLifetimes = StressLifetimes()
+            let listenerLifetimes = StressLifetimes()
+            let weakObjects = StressWeakBag()
+            let weakListeners = StressWeakBag()
+            let deliveries = StressAtomic()
+            let priors = StressAtomic()
+            let initials = StressAtomic()
+            let violations = StressAtomic()
+            // Options per listener; plain and opt-in listeners alternate.
+            let optionSets: [ObservationOptions] = [
+                [.new], [.old, .new], [.prior, .new], [.initial, .new], [.old, .prior],
+            ]
+            var listeners: [StressListener] = []
+            for (index, _) in optionSets.enumerated() {
+                let listener =
+                    index % 2 == 0
+                    ? StressListener(lifetimes: listenerLifetimes)
+                    : StressOptInListener(lifetimes: listenerLifetimes)
+                weakListeners.add(listener)
+                listeners.append(listener)
+            }
+            var objects: [StressObject] = []
+            for _ in 0..<objectCount {
+                let object = StressObject(lifetimes: objectLifetimes)
+                weakObjects.add(object)
+                for (listener, options) in zip(listeners, optionSets) {
+                    // Changes of one object come from one thread: each relation
+                    // must see 1, 2, 3, … in order, with matching old values.
+                    let last = StressAtomic()
+                    object.safeObserve(\.value, by: listener, options: options) { listener, _, change in
+                        if listener.deinitStarted.load(ordering: .acquiring) { violations.add(1) }
+                        if change.isInitial {
+                            initials.add(1)
+                            return
+                        }
+                        if change.isPrior {
+                            priors.add(1)
+                            if options.contains(.old), change.oldValue != last.load() { violations.add(1) }
+                            return
+                        }
+                        deliveries.add(1)
+                        let expected = last.load() + 1
+                        if options.contains(.new), change.newValue != expected { violations.add(1) }
+                        if options.contains(.old), change.oldValue != expected - 1 { violations.add(1) }
+                        last.store(expected)
+                    }
+                }
+                objects.append(object)
+            }
+            do {
+                let shared = StressUnchecked(objects)
+                stressRunConcurrently(
+                    (0..<objectCount).map { index in
+                        {
+                            let object = shared.value[index]  // the only thread mutating this object
+                            for value in 1...changes { object.value = value }
+                        }
+                    })
+            }
+
+            let priorListeners = optionSets.filter { $0.contains(.prior) }.count
+            let initialListeners = optionSets.filter { $0.contains(.initial) }.count
+            #expect(deliveries.load() == objectCount * optionSets.count * changes, "round \(round)")
+            #expect(priors.load() == objectCount * priorListeners * changes, "round \(round)")
+            #expect(initials.load() == objectCount * initialListeners, "round \(round)")
+            #expect(violations.load() == 0, "out-of-order, wrong or late deliveries in round \(round)")
+            for object in objects {
+                #expect(SafeObservation.relations(of: object).count == optionSets.count)
+            }
+
+            // Leak check, both directions.
+            listeners = []
+            #expect(listenerLifetimes.live == 0, "Listener leaked")
+            #expect(weakListeners.allReleased, "Listener leaked")
+            objects = []
+            #expect(objectLifetimes.live == 0, "Observed object leaked")
+            #expect(weakObjects.allReleased, "Observed object leaked")
+        }
+    }
+
+    // MARK: 2 — listeners released elsewhere during emission
+
+    @Test func stressListenersReleasedOnAnotherThreadDuringEmission_areNeverCalledAfterDeinit() {
+        let changes = 1_500
+        let listenerCount = 24
+        for round in 0..<StressConfig.rounds(12) {
+            let object = StressObject()
+            let listenerLifetimes = StressLifetimes()
+            let weakListeners = StressWeakBag()
+            let violations = StressAtomic()
+            let deliveries = StressAtomic()
+            let perListener = (0..<listenerCount).map { _ in StressAtomic() }
+            var listeners: [StressListener] = []
+            for index in 0..<listenerCount {
+                let done = StressFlag()
+                let listener =
+                    index % 2 == 0
+                    ? StressListener(lifetimes: listenerLifetimes, deinitDone: done)
+                    : StressOptInListener(lifetimes: listenerLifetimes, deinitDone: done)
+                weakListeners.add(listener)
+                let count = perListener[index]
+                object.safeObserve(\.value, by: listener, options: [.old, .new, .prior]) { listener, _, _ in
+                    // The handler holds the listener: it cannot be inside its
+                    // deinit, let alone past it.
+                    if listener.deinitStarted.load(ordering: .acquiring) { violations.add(1) }
+                    if done.isSet { violations.add(1) }
+                    count.add(1)
+                    deliveries.add(1)
+                }
+                listeners.append(listener)
+            }
+            let box = StressReleaseBox(listeners)
+            listeners = []
+            let progress = StressAtomic()
+            let shared = StressUnchecked(object)
+            stressRunConcurrently([
+                {
+                    for value in 1...changes {
+                        progress.store(value)
+                        shared.value.value = value  // the only mutator
+                    }
+                },
+                {
+                    // One listener at a time, each after the emitter moved on.
+                    var seen = 0
+                    while box.releaseOne() {
+                        stressSpin(until: { progress.load() > seen || progress.load() == changes })
+                        seen = progress.load()
+                    }
+                },
+            ])
+            #expect(violations.load() == 0, "a handler ran for a listener in or after its deinit (round \(round))")
+            for count in perListener {
+                // .prior doubles every change.
+                #expect(count.load() <= 2 * changes)
+            }
+            #expect(listenerLifetimes.live == 0, "Listener leaked")
+            #expect(weakListeners.allReleased, "Listener leaked")
+
+            // Opt-in relations are gone already; plain ones go at the next change.
+            let before = deliveries.load()
+            object.value = -1
+            #expect(deliveries.load() == before, "a dead listener was called")
+            #expect(SafeObservation.relations(of: object).isEmpty, "relations did not drain (round \(round))")
+        }
+    }
+
+    // MARK: 3 — observed objects released while relations end elsewhere
+
+    @Test func stressObservedObjectsReleasedWhileTokensEndOnOtherThreads_leakNothing() {
+        let objectCount = 24
+        for round in 0..<StressConfig.rounds(12) {
+            let objectLifetimes = StressLifetimes()
+            let listenerLifetimes = StressLifetimes()
+            let captureLifetimes = StressLifetimes()
+            let weakObjects = StressWeakBag()
+            let weakListeners = StressWeakBag()
+            let weakCaptures = StressWeakBag()
+            // Kept to the end (so their relations can be listed), and two that
+            // die during the race.
+            var keepers: [StressListener] = [
+                StressListener(lifetimes: listenerLifetimes),
+                StressListener(lifetimes: listenerLifetimes),
+                StressOptInListener(lifetimes: listenerLifetimes),
+            ]
+            var doomed: [StressListener] = [
+                StressListener(lifetimes: listenerLifetimes),
+                StressOptInListener(lifetimes: listenerLifetimes),
+            ]
+            for listener in keepers + doomed { weakListeners.add(listener) }
+            var objects: [StressObject] = []
+            var tokens: [ObservationToken] = []
+            for _ in 0..<objectCount {
+                let object = StressObject(lifetimes: objectLifetimes)
+                weakObjects.add(object)
+                for listener in keepers + doomed {
+                    for keyPath in [\StressObject.value, \StressObject.other] {
+                        let captured = StressCaptured(captureLifetimes)
+                        weakCaptures.add(captured)
+                        tokens.append(
+                            object.safeObserve(keyPath, by: listener, options: [.old, .new]) { _, _, _ in
+                                _ = captured
+                            })
+                    }
+                }
+                objects.append(object)
+            }
+            let objectBox = StressReleaseBox(objects)
+            objects = []
+            let doomedBox = StressReleaseBox(doomed)
+            doomed = []
+            let allTokens = tokens
+            do {
+                let sharedKeepers = StressUnchecked(keepers)
+                stressRunConcurrently([
+                    {
+                        // The observed objects die here (or on the last thread,
+                        // when it holds one at that moment).
+                        while objectBox.releaseOne() {}
+                    },
+                    {
+                        for (index, token) in allTokens.enumerated() where index % 2 == 0 {
+                            token.invalidate()
+                            if index == allTokens.count / 2 { doomedBox.releaseAll() }
+                        }
+                    },
+                    {
+                        for (index, token) in allTokens.enumerated().reversed() where index % 2 == 1 {
+                            token.invalidate()
+                            token.invalidate()  // idempotent
+                        }
+                        SafeObservation.removeAll(observedBy: sharedKeepers.value[0])
+                    },
+                    {
+                        // Unobserve on whatever objects are still alive.
+                        for weak in weakObjects.all.reversed() {
+                            guard let object = weak.object as? StressObject else { continue }
+                            object.safeUnobserve(\.value, by: sharedKeepers.value[1])
+                            object.safeUnobserve(by: sharedKeepers.value[2])
+                        }
+                    },
+                ])
+            }
+            #expect(objectLifetimes.live == 0, "Observed object leaked (round \(round))")
+            #expect(weakObjects.allReleased, "Observed object leaked")
+            #expect(captureLifetimes.live == 0, "Handler leaked (round \(round))")
+            #expect(weakCaptures.allReleased, "Handler leaked")
+            #expect(allTokens.allSatisfy { !$0.isActive }, "a token outlived its relation")
+            for keeper in keepers {
+                #expect(SafeObservation.relations(observedBy: keeper).isEmpty, "relation left (round \(round))")
+            }
+            keepers = []
+            tokens = []
+            #expect(listenerLifetimes.live == 0, "Listener leaked")
+            #expect(weakListeners.allReleased, "Listener leaked")
+        }
+    }
+
+    // MARK: 4 — invalidation racing emission
+
+    @Test func stressInvalidateDuringHeavyEmission_stopsEveryLaterChange() {
+        let changes = 3_000
+        for round in 0..<StressConfig.rounds(30) {
+            let object = StressObject()
+            let victim: StressListener = round % 2 == 0 ? StressListener() : StressOptInListener()
+            let control = StressListener()
+            let started = StressAtomic()  // the change the emitter is about to make
+            let maxDelivered = StressAtomic()
+            let victimDeliveries = StressAtomic()
+            let controlDeliveries = StressAtomic()
+            let controlErrors = StressAtomic()
+            let token = object.safeObserve(\.value, by: victim) { _, _, change in
+                victimDeliveries.add(1)
+                maxDelivered.storeMax(change.newValue!)
+            }
+            object.safeObserve(\.value, by: control, options: [.old, .new]) { _, _, change in
+                if change.oldValue! + 1 != change.newValue! { controlErrors.add(1) }
+                controlDeliveries.add(1)
+            }
+            // A different moment and a different way to end the relation each round.
+            let threshold = 10 + (round * 97) % 900
+            let mode = round % 3
+            let startedWhenDone = StressAtomic()
+            let shared = StressUnchecked((object, victim))
+            stressRunConcurrently([
+                {
+                    let object = shared.value.0
+                    for value in 1...changes {
+                        started.store(value)
+                        object.value = value  // the only mutator
+                    }
+                },
+                {
+                    stressSpin(until: { started.load() >= threshold })
+                    let (object, victim) = shared.value
+                    switch mode {
+                    case 0: token.invalidate()
+                    case 1: object.safeUnobserve(\.value, by: victim)
+                    default: SafeObservation.removeAll(observedBy: victim)
+                    }
+                    startedWhenDone.store(started.load())
+                },
+            ])
+            let limit = startedWhenDone.load()
+            // Only the change in flight when the removal returned may still arrive.
+            #expect(
+                maxDelivered.load() <= limit + 1,
+                "change \(maxDelivered.load()) delivered after removal returned at \(limit) (round \(round), mode \(mode))"
+            )
+            #expect(victimDeliveries.load() <= limit + 1)
+            #expect(!token.isActive)
+            #expect(controlDeliveries.load() == changes, "the other relation lost changes (round \(round))")
+            #expect(controlErrors.load() == 0)
+            #expect(SafeObservation.relations(observedBy: victim).isEmpty)
+            #expect(SafeObservation.relations(of: object).count == 1)
+            _ = shared
+        }
+    }
+
+    // MARK: 5 — concurrent registration
+
+    @Test func stressConcurrentRegistrationOfOneRelation_makesExactlyOneRelation() {
+        let threads = 8
+        for round in 0..<StressConfig.rounds(40) {
+            let object = StressObject()  // read by every thread, mutated by none
+            let listener: StressListener = round % 2 == 0 ? StressListener() : StressOptInListener()
+            let tokens = StressTokenBag()
+            let initials = StressAtomic()
+            let deliveries = StressAtomic()
+            let shared = StressUnchecked((object, listener))
+            stressRunConcurrently(
+                (0..<threads).map { _ in
+                    {
+                        let (object, listener) = shared.value
+                        tokens.add(
+                            object.safeObserve(\.value, by: listener, options: [.initial, .new]) { _, _, change in
+                                if change.isInitial { initials.add(1) } else { deliveries.add(1) }
+                            })
+                    }
+                })
+            let all = tokens.all
+            #expect(all.count == threads)
+            #expect(all.allSatisfy { $0 === all[0] }, "dedupe returned different tokens (round \(round))")
+            #expect(all[0].isActive)
+            #expect(SafeObservation.relations(of: object).count == 1, "round \(round)")
+            #expect(SafeObservation.relations(observedBy: listener).count == 1)
+            #expect(initials.load() == 1, "the initial value was delivered \(initials.load()) times")
+            object.value = 1
+            #expect(deliveries.load() == 1)
+            _ = shared
+        }
+    }
+
+    @Test func stressConcurrentRegistrationOfDistinctListeners_keepsEveryRelation() {
+        let threads = 6
+        let perThread = 8
+        for round in 0..<StressConfig.rounds(25) {
+            let object = StressObject()  // fresh: the threads race to create its sentinels
+            let listenerLifetimes = StressLifetimes()
+            let listeners = StressTokenBag()
+            let kept = StressObjectBag()
+            let deliveries = StressAtomic()
+            let shared = StressUnchecked(object)
+            stressRunConcurrently(
+                (0..<threads).map { thread in
+                    {
+                        for index in 0..<perThread {
+                            let listener: StressListener =
+                                (thread + index) % 2 == 0
+                                ? StressListener(lifetimes: listenerLifetimes)
+                                : StressOptInListener(lifetimes: listenerLifetimes)
+                            for keyPath in [\StressObject.value, \StressObject.other] {
+                                listeners.add(
+                                    shared.value.safeObserve(keyPath, by: listener) { _, _, _ in deliveries.add(1) })
+                            }
+                            kept.add(listener)
+                        }
+                    }
+                })
+            let expected = threads * perThread * 2
+            #expect(Set(listeners.all.map(ObjectIdentifier.init)).count == expected, "round \(round)")
+            #expect(SafeObservation.relations(of: object).count == expected, "round \(round)")
+            object.value = 1
+            object.other = 1
+            #expect(deliveries.load() == expected)
+            kept.removeAll()
+            #expect(listenerLifetimes.live == 0, "Listener leaked")
+            object.value = 2
+            object.other = 2
+            #expect(deliveries.load() == expected, "a dead listener was called")
+            #expect(SafeObservation.relations(of: object).isEmpty)
+            _ = shared
+        }
+    }
+
+    /// Registration is a read: it may overlap other reads of the same object —
+    /// plain getters and introspection (`SafeObservation.relations(of:)`) —
+    /// without any synchronization, including the first registration of a
+    /// property, which creates its bookkeeping.
+    @Test func stressRegistrationConcurrentWithReadsOfTheSameObject_isRaceFree() {
+        let objectCount = 24
+        for round in 0..<StressConfig.rounds(12) {
+            // Fresh objects: every first registration creates a sentinel while
+            // the readers look at that very object. Nobody mutates them.
+            let objects = (0..<objectCount).map { _ in StressObject(value: 7) }
+            let listeners: [StressListener] = [
+                StressListener(), StressOptInListener(), StressListener(), StressOptInListener(),
+            ]
+            let current = StressAtomic()  // the object being registered on
+            let finished = StressAtomic()  // registering threads done
+            let badReads = StressAtomic()
+            do {
+                let shared = StressUnchecked((objects, listeners))
+                let register: @Sendable (Int) -> Void = { thread in
+                    let (objects, listeners) = shared.value
+                    for (index, object) in objects.enumerated() {
+                        if thread == 0 { current.store(index) }
+                        object.safeObserve(\.value, by: listeners[thread * 2]) { _, _, _ in }
+                        object.safeObserve(\.other, by: listeners[thread * 2 + 1]) { _, _, _ in }
+                    }
+                    finished.add(1)
+                }
+                stressRunConcurrently([
+                    { register(0) },
+                    { register(1) },
+                    {
+                        let objects = shared.value.0
+                        repeat {
+                            let object = objects[current.load()]
+                            if object.value != 7 || object.other != 0 { badReads.add(1) }
+                        } while finished.load() < 2
+                    },
+                    {
+                        let objects = shared.value.0
+                        repeat {
+                            if SafeObservation.relations(of: objects[current.load()]).count > 4 { badReads.add(1) }
+                        } while finished.load() < 2
+                    },
+                ])
+            }
+            #expect(badReads.load() == 0, "round \(round)")
+            for object in objects {
+                #expect(SafeObservation.relations(of: object).count == 4, "round \(round)")
+            }
+        }
+    }
+
+    // MARK: 6 — opt-in listeners dying during emission
+
+    @Test func stressOptInListenersDyingDuringEmission_releaseTheirHandlersAtOnce() {
+        let changes = 1_500
+        let listenerCount = 16
+        for round in 0..<StressConfig.rounds(12) {
+            let object = StressObject()
+            let listenerLifetimes = StressLifetimes()
+            let captureLifetimes = StressLifetimes()
+            let weakListeners = StressWeakBag()
+            let weakCaptures = StressWeakBag()
+            let violations = StressAtomic()
+            var first: [StressListener] = []
+            var second: [StressListener] = []
+            for index in 0..<listenerCount {
+                let listener = StressOptInListener(lifetimes: listenerLifetimes)
+                weakListeners.add(listener)
+                let captured = StressCaptured(captureLifetimes)
+                weakCaptures.add(captured)
+                object.safeObserve(\.value, by: listener, options: [.new, .prior]) { listener, _, _ in
+                    _ = captured
+                    if listener.deinitStarted.load(ordering: .acquiring) { violations.add(1) }
+                }
+                if index % 2 == 0 { first.append(listener) } else { second.append(listener) }
+            }
+            let firstBox = StressReleaseBox(first)
+            let secondBox = StressReleaseBox(second)
+            first = []
+            second = []
+            let progress = StressAtomic()
+            let shared = StressUnchecked(object)
+            let releaser: @Sendable (StressReleaseBox<StressListener>) -> Void = { box in
+                var seen = 0
+                while box.releaseOne() {
+                    stressSpin(until: { progress.load() > seen || progress.load() == changes })
+                    seen = progress.load()
+                }
+            }
+            stressRunConcurrently([
+                {
+                    for value in 1...changes {
+                        progress.store(value)
+                        shared.value.value = value  // the only mutator
+                    }
+                },
+                { releaser(firstBox) },
+                { releaser(secondBox) },
+            ])
+            #expect(violations.load() == 0, "a handler ran for a listener in its deinit (round \(round))")
+            #expect(listenerLifetimes.live == 0, "Listener leaked")
+            #expect(weakListeners.allReleased, "Listener leaked")
+            // No change since: opt-in listeners release their handlers in their deinit.
+            #expect(captureLifetimes.live == 0, "Handler captures leaked (round \(round))")
+            #expect(weakCaptures.allReleased, "Handler captures leaked")
+            #expect(SafeObservation.relations(of: object).isEmpty, "round \(round)")
+            _ = shared
+        }
+    }
+
+    // MARK: 7 — mixed churn
+
+    @Test func stressMixedChurn_endsWithEverythingReleased() {
+        let workers = 4
+        let steps = 400
+        for round in 0..<StressConfig.rounds(6) {
+            let objectLifetimes = StressLifetimes()
+            let listenerLifetimes = StressLifetimes()
+            let captureLifetimes = StressLifetimes()
+            let weakObjects = StressWeakBag()
+            let weakListeners = StressWeakBag()
+            let weakCaptures = StressWeakBag()
+            let deliveries = StressAtomic()
+            let violations = StressAtomic()
+            // Survivors live through the whole round so that their relations
+            // can be listed after the objects died.
+            var survivors: [StressListener] = [
+                StressListener(lifetimes: listenerLifetimes), StressOptInListener(lifetimes: listenerLifetimes),
+            ]
+            for survivor in survivors { weakListeners.add(survivor) }
+            let objects = StressPool<StressObject>(count: 6) { _ in
+                let object = StressObject(lifetimes: objectLifetimes)
+                weakObjects.add(object)
+                return object
+            }
+            let listeners = StressPool<StressListener>(count: 10) { index in
+                let listener =
+                    index % 2 == 0
+                    ? StressListener(lifetimes: listenerLifetimes)
+                    : StressOptInListener(lifetimes: listenerLifetimes)
+                weakListeners.add(listener)
+                return listener
+            }
+            let tokens = StressTokenBag()
+            let optionChoices: [ObservationOptions] = [[.new], [.old, .new], [.prior, .old, .new], [.initial, .new]]
+            let keyPaths = [\StressObject.value, \StressObject.other]
+            do {
+                let sharedSurvivors = StressUnchecked(survivors)
+                stressRunConcurrently(
+                    (0..<workers).map { worker in
+                        {
+                            var random = StressRandom(seed: UInt64(round &* 7919 &+ worker &* 104_729 &+ 1))
+                            for _ in 0..<steps {
+                                let object = objects.pick(&random)
+                                let listener =
+                                    random.next(20) == 0
+                                    ? sharedSurvivors.value[random.next(2)] : listeners.pick(&random)
+                                let keyPath = keyPaths[random.next(2)]
+                                switch random.next(14) {
+                                case 0, 1, 2, 3:
+                                    // Registration reads the object: under its lock, like mutation.
+                                    let captured = StressCaptured(captureLifetimes)
+                                    weakCaptures.add(captured)
+                                    let options = optionChoices[random.next(optionChoices.count)]
+                                    let unobserveEvery = 3 + random.next(9)
+                                    let token = object.locked { object in
+                                        object.safeObserve(keyPath, by: listener, options: options) {
+                                            listener, object, change in
+                                            _ = captured
+                                            deliveries.add(1)
+                                            if listener.deinitStarted.load(ordering: .acquiring) { violations.add(1) }
+                                            // Sometimes end relations from inside a handler.
+                                            if let value = change.newValue, value % unobserveEvery == 0 {
+                                                object.safeUnobserve(keyPath, by: listener)
+                                            }
+                                        }
+                                    }
+                                    tokens.add(token, keepingAtMost: 64)
+                                case 4, 5, 6:
+                                    object.locked { object in object[keyPath: keyPath] += 1 }
+                                case 7:
+                                    object.safeUnobserve(keyPath, by: listener)
+                                case 8:
+                                    object.safeUnobserve(by: listener)
+                                case 9:
+                                    tokens.random(&random)?.invalidate()
+                                case 10:
+                                    SafeObservation.removeAll(observedBy: listener)
+                                case 11:
+                                    // Introspection reads the object too.
+                                    let relations = object.locked { SafeObservation.relations(of: $0) }
+                                    if relations.count > 10 * 2 * 4 { violations.add(1) }
+                                    _ = SafeObservation.relations(observedBy: listener)
+                                case 12:
+                                    listeners.replace(random.next(listeners.count))  // may be the last reference
+                                default:
+                                    objects.replace(random.next(objects.count))  // may be the last reference
+                                }
+                            }
+                        }
+                    })
+            }
+
+            #expect(violations.load() == 0, "round \(round)")
+            // Listeners die first: opt-in ones take their relations along, the
+            // next change of each property removes the plain ones'.
+            listeners.removeAll()
+            #expect(listenerLifetimes.live == survivors.count, "Listener leaked (round \(round))")
+            for object in objects.all {
+                object.value += 1
+                object.other += 1
+                let left = SafeObservation.relations(of: object)
+                #expect(
+                    left.allSatisfy { token in survivors.contains { $0 === token.listener } },
+                    "relations of dead listeners left after a change (round \(round))")
+            }
+            // Then the objects: every relation left (the survivors') ends.
+            objects.removeAll()
+            #expect(objectLifetimes.live == 0, "Observed object leaked (round \(round))")
+            #expect(weakObjects.allReleased, "Observed object leaked")
+            for survivor in survivors {
+                #expect(SafeObservation.relations(observedBy: survivor).isEmpty, "round \(round)")
+            }
+            #expect(tokens.all.allSatisfy { !$0.isActive })
+            tokens.removeAll()
+            #expect(captureLifetimes.live == 0, "Handler leaked (round \(round))")
+            #expect(weakCaptures.allReleased, "Handler leaked")
+            survivors = []
+            #expect(listenerLifetimes.live == 0, "Listener leaked (round \(round))")
+            #expect(weakListeners.allReleased, "Listener leaked")
+            _ = deliveries
+        }
+    }
+}
+
+// MARK: - Support (file-private)
+
+private enum StressConfig {
+    /// `SAFEOBSERVE_STRESS_ITERATIONS`, a multiplier (1 when unset).
+    static let multiplier: Int? = {
+        guard let raw = getenv("SAFEOBSERVE_STRESS_ITERATIONS"),
+            let value = Int(String(cString: raw)), value > 0
+        else { return nil }
+        return value
+    }()
+
+    /// Whether a sanitizer runtime is linked in (everything runs several times slower).
+    static let isSanitized: Bool =
+        dlsym(nil, "__tsan_init") != nil || dlsym(nil, "__asan_init") != nil
+
+    /// The loop count of a test whose default is `base`.
+    static func rounds(_ base: Int) -> Int {
+        if let multiplier { return base * multiplier }
+        return isSanitized ? max(2, base / 3) : base
+    }
+}
+
+/// Runs every body on its own pthread, all released together, and joins them
+/// (`pthread_join` is what orders the bodies' effects before the caller's checks).
+private func stressRunConcurrently(_ bodies: [@Sendable () -> Void]) {
+    let arrived = StressAtomic()
+    let total = bodies.count
+    var threads: [pthread_t] = []
+    for body in bodies {
+        let run = StressThreadBody {
+            arrived.add(1)
+            stressSpin(until: { arrived.load() >= total })
+            body()
+        }
+        let context = Unmanaged.passRetained(run).toOpaque()
+        #if canImport(Darwin)
+            var thread: pthread_t?
+        #else
+            var thread = pthread_t()
+        #endif
+        let status = pthread_create(
+            &thread, nil,
+            { context in
+                // Unmanaged: balances the passRetained above.
+                Unmanaged<StressThreadBody>.fromOpaque(context!).takeRetainedValue().body()
+                return nil
+            }, context)
+        precondition(status == 0, "pthread_create failed (\(status))")
+        #if canImport(Darwin)
+            threads.append(thread!)
+        #else
+            threads.append(thread)
+        #endif
+    }
+    for thread in threads { pthread_join(thread, nil) }
+}
+
+private final class StressThreadBody: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+}
+
+/// Spins (yielding) until `condition` holds; `false` if it gave up after a
+/// generous bound (so a stuck peer fails a check rather than hanging the run).
+@discardableResult
+private func stressSpin(until condition: () -> Bool) -> Bool {
+    var spins = 0
+    while !condition() {
+        spins += 1
+        if spins > 20_000_000 { return false }
+        sched_yield()
+    }
+    return true
+}
+
+private final class StressAtomic: Sendable {
+    private let storage: Atomic<Int>
+    init(_ value: Int = 0) { storage = Atomic(value) }
+    func load() -> Int { storage.load(ordering: .sequentiallyConsistent) }
+    func store(_ value: Int) { storage.store(value, ordering: .sequentiallyConsistent) }
+    func add(_ value: Int) { storage.add(value, ordering: .sequentiallyConsistent) }
+    func storeMax(_ value: Int) {
+        var current = load()
+        while current < value {
+            let (exchanged, original) = storage.compareExchange(
+                expected: current, desired: value, ordering: .sequentiallyConsistent)
+            if exchanged { return }
+            current = original
+        }
+    }
+}
+
+private final class StressFlag: Sendable {
+    private let storage = Atomic<Bool>(false)
+    var isSet: Bool { storage.load(ordering: .acquiring) }
+    func set() { storage.store(true, ordering: .releasing) }
+}
+
+/// Deinit counters.
+private final class StressLifetimes: Sendable {
+    private let inits = Atomic<Int>(0)
+    private let deinits = Atomic<Int>(0)
+    func didInit() { inits.add(1, ordering: .sequentiallyConsistent) }
+    func didDeinit() { deinits.add(1, ordering: .sequentiallyConsistent) }
+    var live: Int { inits.load(ordering: .sequentiallyConsistent) - deinits.load(ordering: .sequentiallyConsistent) }
+}
+
+private final class StressObject: SafeObservable {
+    @Observed var value = 0
+    @Observed var other = 0
+    let lifetimes: StressLifetimes?
+    /// Guards mutation and registration (a read) where several threads touch this object.
+    private let guardLock = _Mutex<UInt8>(0)
+
+    init(value: Int = 0, lifetimes: StressLifetimes? = nil) {
+        self.value = value
+        self.lifetimes = lifetimes
+        lifetimes?.didInit()
+    }
+
+    deinit { lifetimes?.didDeinit() }
+
+    func locked<Result>(_ body: (StressObject) -> Result) -> Result {
+        guardLock.withLock { _ in body(self) }
+    }
+}
+
+/// A plain listener (cleaned lazily) that records the start and the end of its deinit.
+private class StressListener {
+    let deinitStarted = Atomic<Bool>(false)
+    private let lifetimes: StressLifetimes?
+    private let deinitDone: StressFlag?
+
+    init(lifetimes: StressLifetimes? = nil, deinitDone: StressFlag? = nil) {
+        self.lifetimes = lifetimes
+        self.deinitDone = deinitDone
+        lifetimes?.didInit()
+    }
+
+    deinit {
+        deinitStarted.store(true, ordering: .releasing)
+        lifetimes?.didDeinit()
+        deinitDone?.set()
+    }
+}
+
+/// A listener torn down inside its own deinit.
+private final class StressOptInListener: StressListener, SafeObserver {
+    let observerLifetime = ObserverLifetime()
+}
+
+/// Something a handler captures, to prove the handler was released.
+private final class StressCaptured: Sendable {
+    private let lifetimes: StressLifetimes
+    init(_ lifetimes: StressLifetimes) {
+        self.lifetimes = lifetimes
+        lifetimes.didInit()
+    }
+    deinit { lifetimes.didDeinit() }
+}
+
+private final class StressWeakRef: @unchecked Sendable {
+    // @unchecked Sendable: written once, at init; weak loads are thread-safe.
+    weak var object: AnyObject?
+    init(_ object: AnyObject) { self.object = object }
+}
+
+private final class StressWeakBag: Sendable {
+    private let refs = _Mutex<[StressWeakRef]>([])
+    func add(_ object: AnyObject) {
+        let ref = StressWeakRef(object)
+        refs.withLock { $0.append(ref) }
+    }
+    var all: [StressWeakRef] { refs.withLock { $0 } }
+    var allReleased: Bool { all.allSatisfy { $0.object == nil } }
+}
+
+/// Shares a non-Sendable fixture across the threads of a test; each use says
+/// which thread does what with it (only what the library allows).
+private struct StressUnchecked<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// Objects that other threads release; the last reference is dropped outside the lock.
+private final class StressReleaseBox<Object: AnyObject>: @unchecked Sendable {
+    // @unchecked Sendable: the objects are only reached under the lock, to be released.
+    private let objects: _Mutex<[Object]>
+
+    init(_ objects: [Object]) {
+        nonisolated(unsafe) let objects = objects  // moved in; the caller drops its copy
+        self.objects = _Mutex(objects)
+    }
+
+    /// Releases one object; `false` when none was left.
+    func releaseOne() -> Bool {
+        let released = objects.withLock { $0.popLast() }
+        return released != nil
+    }
+
+    func releaseAll() {
+        let released = objects.withLock { objects in
+            defer { objects = [] }
+            return objects
+        }
+        _ = released
+    }
+}
+
+private final class StressTokenBag: Sendable {
+    private let tokens = _Mutex<[ObservationToken]>([])
+    func add(_ token: ObservationToken) { tokens.withLock { $0.append(token) } }
+    func add(_ token: ObservationToken, keepingAtMost limit: Int) {
+        tokens.withLock { tokens in
+            tokens.append(token)
+            if tokens.count > limit { tokens.removeFirst(tokens.count - limit) }
+        }
+    }
+    func random(_ random: inout StressRandom) -> ObservationToken? {
+        let draw = random.next(1 << 30)
+        return tokens.withLock { $0.isEmpty ? nil : $0[draw % $0.count] }
+    }
+    var all: [ObservationToken] { tokens.withLock { $0 } }
+    func removeAll() { tokens.withLock { $0 = [] } }
+}
+
+/// Listeners kept alive by the test until `removeAll`.
+private final class StressObjectBag: @unchecked Sendable {
+    // @unchecked Sendable: the objects are only stored and released, under the lock.
+    private let objects = _Mutex<[AnyObject]>([])
+    func add(_ object: AnyObject) { objects.withLock { $0.append(object) } }
+    func removeAll() {
+        let released = objects.withLock { objects in
+            defer { objects = [] }
+            return objects
+        }
+        _ = released
+    }
+}
+
+/// A fixed number of slots, each holding one object that any thread may
+/// borrow (strongly) or replace (dropping the pool's reference outside the lock).
+private final class StressPool<Object: AnyObject>: @unchecked Sendable {
+    // @unchecked Sendable: the slots are only touched under the lock; what the
+    // threads do with a borrowed object is what the library allows.
+    private let slots: _Mutex<[Object]>
+    private let make: @Sendable (Int) -> Object
+    let count: Int
+
+    init(count: Int, make: @escaping @Sendable (Int) -> Object) {
+        self.count = count
+        self.make = make
+        nonisolated(unsafe) let initial = (0..<count).map(make)
+        slots = _Mutex(initial)
+    }
+
+    func pick(_ random: inout StressRandom) -> Object {
+        let index = random.next(count)
+        return slots.withLock { $0[index] }
+    }
+
+    func replace(_ index: Int) {
+        nonisolated(unsafe) let fresh = make(index)
+        let old = slots.withLock { slots in
+            defer { slots[index] = fresh }
+            return slots[index]
+        }
+        _ = old  // released here, unlocked
+    }
+
+    var all: [Object] { slots.withLock { $0 } }
+
+    func removeAll() {
+        let released = slots.withLock { slots in
+            defer { slots = [] }
+            return slots
+        }
+        _ = released
+    }
+}
+
+/// A tiny deterministic generator (SplitMix64), so a failing round can be replayed.
+private struct StressRandom {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func next(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+}
