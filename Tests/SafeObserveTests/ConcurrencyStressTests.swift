@@ -83,7 +83,7 @@ struct ConcurrencyStressTests {
                 objects.append(object)
             }
             do {
-                let shared = StressUnchecked(objects)
+                let shared = UncheckedSendable(objects)
                 stressRunConcurrently(
                     (0..<objectCount).map { index in
                         {
@@ -144,10 +144,10 @@ struct ConcurrencyStressTests {
                 }
                 listeners.append(listener)
             }
-            let box = StressReleaseBox(listeners)
+            let box = ReleaseBox(listeners)
             listeners = []
             let progress = StressAtomic()
-            let shared = StressUnchecked(object)
+            let shared = UncheckedSendable(object)
             stressRunConcurrently([
                 {
                     for value in 1...changes {
@@ -220,13 +220,13 @@ struct ConcurrencyStressTests {
                 }
                 objects.append(object)
             }
-            let objectBox = StressReleaseBox(objects)
+            let objectBox = ReleaseBox(objects)
             objects = []
-            let doomedBox = StressReleaseBox(doomed)
+            let doomedBox = ReleaseBox(doomed)
             doomed = []
             let allTokens = tokens
             do {
-                let sharedKeepers = StressUnchecked(keepers)
+                let sharedKeepers = UncheckedSendable(keepers)
                 stressRunConcurrently([
                     {
                         // The observed objects die here (or on the last thread,
@@ -296,7 +296,7 @@ struct ConcurrencyStressTests {
             let threshold = 10 + (round * 97) % 900
             let mode = round % 3
             let startedWhenDone = StressAtomic()
-            let shared = StressUnchecked((object, victim))
+            let shared = UncheckedSendable((object, victim))
             stressRunConcurrently([
                 {
                     let object = shared.value.0
@@ -342,7 +342,7 @@ struct ConcurrencyStressTests {
             let tokens = StressTokenBag()
             let initials = StressAtomic()
             let deliveries = StressAtomic()
-            let shared = StressUnchecked((object, listener))
+            let shared = UncheckedSendable((object, listener))
             stressRunConcurrently(
                 (0..<threads).map { _ in
                     {
@@ -375,7 +375,7 @@ struct ConcurrencyStressTests {
             let listeners = StressTokenBag()
             let kept = StressObjectBag()
             let deliveries = StressAtomic()
-            let shared = StressUnchecked(object)
+            let shared = UncheckedSendable(object)
             stressRunConcurrently(
                 (0..<threads).map { thread in
                     {
@@ -421,15 +421,15 @@ struct ConcurrencyStressTests {
             let listeners: [StressListener] = [
                 StressListener(), StressOptInListener(), StressListener(), StressOptInListener(),
             ]
-            let current = StressAtomic()  // the object being registered on
             let finished = StressAtomic()  // registering threads done
             let badReads = StressAtomic()
             do {
+                // The readers sweep every object over and over, with no
+                // synchronization with the registering threads until the end.
                 let shared = StressUnchecked((objects, listeners))
                 let register: @Sendable (Int) -> Void = { thread in
                     let (objects, listeners) = shared.value
-                    for (index, object) in objects.enumerated() {
-                        if thread == 0 { current.store(index) }
+                    for object in objects {
                         object.safeObserve(\.value, by: listeners[thread * 2]) { _, _, _ in }
                         object.safeObserve(\.other, by: listeners[thread * 2 + 1]) { _, _, _ in }
                     }
@@ -441,14 +441,15 @@ struct ConcurrencyStressTests {
                     {
                         let objects = shared.value.0
                         repeat {
-                            let object = objects[current.load()]
-                            if object.value != 7 || object.other != 0 { badReads.add(1) }
+                            for object in objects where object.value != 7 || object.other != 0 { badReads.add(1) }
                         } while finished.load() < 2
                     },
                     {
                         let objects = shared.value.0
                         repeat {
-                            if SafeObservation.relations(of: objects[current.load()]).count > 4 { badReads.add(1) }
+                            for object in objects where SafeObservation.relations(of: object).count > 4 {
+                                badReads.add(1)
+                            }
                         } while finished.load() < 2
                     },
                 ])
@@ -485,13 +486,13 @@ struct ConcurrencyStressTests {
                 }
                 if index % 2 == 0 { first.append(listener) } else { second.append(listener) }
             }
-            let firstBox = StressReleaseBox(first)
-            let secondBox = StressReleaseBox(second)
+            let firstBox = ReleaseBox(first)
+            let secondBox = ReleaseBox(second)
             first = []
             second = []
             let progress = StressAtomic()
-            let shared = StressUnchecked(object)
-            let releaser: @Sendable (StressReleaseBox<StressListener>) -> Void = { box in
+            let shared = UncheckedSendable(object)
+            let releaser: @Sendable (ReleaseBox<StressListener>) -> Void = { box in
                 var seen = 0
                 while box.releaseOne() {
                     stressSpin(until: { progress.load() > seen || progress.load() == changes })
@@ -556,11 +557,11 @@ struct ConcurrencyStressTests {
             let optionChoices: [ObservationOptions] = [[.new], [.old, .new], [.prior, .old, .new], [.initial, .new]]
             let keyPaths = [\StressObject.value, \StressObject.other]
             do {
-                let sharedSurvivors = StressUnchecked(survivors)
+                let sharedSurvivors = UncheckedSendable(survivors)
                 stressRunConcurrently(
                     (0..<workers).map { worker in
                         {
-                            var random = StressRandom(seed: UInt64(round &* 7919 &+ worker &* 104_729 &+ 1))
+                            var random = SplitMix64(seed: UInt64(round &* 7919 &+ worker &* 104_729 &+ 1))
                             for _ in 0..<steps {
                                 let object = objects.pick(&random)
                                 let listener =
@@ -821,38 +822,6 @@ private final class StressWeakBag: Sendable {
     var allReleased: Bool { all.allSatisfy { $0.object == nil } }
 }
 
-/// Shares a non-Sendable fixture across the threads of a test; each use says
-/// which thread does what with it (only what the library allows).
-private struct StressUnchecked<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}
-
-/// Objects that other threads release; the last reference is dropped outside the lock.
-private final class StressReleaseBox<Object: AnyObject>: @unchecked Sendable {
-    // @unchecked Sendable: the objects are only reached under the lock, to be released.
-    private let objects: _Mutex<[Object]>
-
-    init(_ objects: [Object]) {
-        nonisolated(unsafe) let objects = objects  // moved in; the caller drops its copy
-        self.objects = _Mutex(objects)
-    }
-
-    /// Releases one object; `false` when none was left.
-    func releaseOne() -> Bool {
-        let released = objects.withLock { $0.popLast() }
-        return released != nil
-    }
-
-    func releaseAll() {
-        let released = objects.withLock { objects in
-            defer { objects = [] }
-            return objects
-        }
-        _ = released
-    }
-}
-
 private final class StressTokenBag: Sendable {
     private let tokens = _Mutex<[ObservationToken]>([])
     func add(_ token: ObservationToken) { tokens.withLock { $0.append(token) } }
@@ -862,7 +831,7 @@ private final class StressTokenBag: Sendable {
             if tokens.count > limit { tokens.removeFirst(tokens.count - limit) }
         }
     }
-    func random(_ random: inout StressRandom) -> ObservationToken? {
+    func random(_ random: inout SplitMix64) -> ObservationToken? {
         let draw = random.next(1 << 30)
         return tokens.withLock { $0.isEmpty ? nil : $0[draw % $0.count] }
     }
@@ -900,7 +869,7 @@ private final class StressPool<Object: AnyObject>: @unchecked Sendable {
         slots = _Mutex(initial)
     }
 
-    func pick(_ random: inout StressRandom) -> Object {
+    func pick(_ random: inout SplitMix64) -> Object {
         let index = random.next(count)
         return slots.withLock { $0[index] }
     }
@@ -923,18 +892,4 @@ private final class StressPool<Object: AnyObject>: @unchecked Sendable {
         }
         _ = released
     }
-}
-
-/// A tiny deterministic generator (SplitMix64), so a failing round can be replayed.
-private struct StressRandom {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func next(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }

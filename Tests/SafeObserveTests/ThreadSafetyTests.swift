@@ -186,7 +186,7 @@ struct ThreadSafetyTests {
                 // reads the property); everything else is unsynchronized.
                 let objects = UncheckedSendable((0..<8).map { _ in LockedCounter(Counter(lifetime: counters)) }).value
                 DispatchQueue.concurrentPerform(iterations: 4) { worker in
-                    var generator = SplitMix(seed: UInt64(round * 31 + worker))
+                    var generator = SplitMix64(seed: UInt64(round * 31 + worker))
                     var mine: [RecordingListener] = []
                     for _ in 0..<300 {
                         let object = objects[Int(generator.next() % UInt64(objects.count))]
@@ -239,54 +239,10 @@ private final class TokenCollector: Sendable {
     var all: [ObservationToken] { tokens.withLock { $0 } }
 }
 
-/// Objects that another thread releases.
-private final class ReleaseBox<Object: AnyObject>: @unchecked Sendable {
-    // @unchecked Sendable: the objects are only reached through the lock,
-    // and only to be released.
-    private let objects: _Mutex<[Object]>
-
-    init(_ objects: [Object]) {
-        nonisolated(unsafe) let objects = objects  // moved in; the caller drops its copy
-        self.objects = _Mutex(objects)
-    }
-
-    func releaseAll() {
-        let released = objects.withLock { objects in
-            defer { objects = [] }
-            return objects
-        }
-        _ = released
-    }
-}
-
 private final class LockedCounter: @unchecked Sendable {
     // @unchecked Sendable: `counter`'s properties are only touched under `lock`.
     let counter: Counter
     private let lock = _Mutex<UInt8>(0)
     init(_ counter: Counter) { self.counter = counter }
     func locked(_ body: (Counter) -> Void) { lock.withLock { _ in body(counter) } }
-}
-
-/// A tiny deterministic generator, so a failing round can be replayed.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-/// Shares a non-Sendable fixture across the threads of a stress test: what
-/// the test does with it from several threads is what the library promises
-/// is thread-safe (unobserving, invalidating, releasing, mutating distinct
-/// objects); mutation and registration of one object stay on one thread or
-/// under that object's lock.
-private struct UncheckedSendable<Value>: @unchecked Sendable {
-    // @unchecked Sendable: see above; each use says which thread touches what.
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }

@@ -1,0 +1,53 @@
+@testable import SafeObserve
+
+/// Shares a non-Sendable fixture across the threads of a stress test: what
+/// the test does with it from several threads is what the library promises
+/// is thread-safe (unobserving, invalidating, releasing, mutating distinct
+/// objects); mutation and registration of one object stay on one thread or
+/// under that object's lock.
+struct UncheckedSendable<Value>: @unchecked Sendable {
+    // @unchecked Sendable: see above; each use says which thread touches what.
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// Objects that another thread releases.
+final class ReleaseBox<Object: AnyObject>: @unchecked Sendable {
+    // @unchecked Sendable: the objects are only reached under the lock, to be released.
+    private let objects: _Mutex<[Object]>
+
+    init(_ objects: [Object]) {
+        nonisolated(unsafe) let objects = objects  // moved in; the caller drops its copy
+        self.objects = _Mutex(objects)
+    }
+
+    /// Releases one object; `false` when none was left.
+    func releaseOne() -> Bool {
+        let released = objects.withLock { $0.popLast() }
+        return released != nil
+    }
+
+    /// Releases every object.
+    func releaseAll() {
+        let released = objects.withLock { objects in
+            defer { objects = [] }
+            return objects
+        }
+        _ = released
+    }
+}
+
+/// A tiny deterministic generator (SplitMix64), so a failing round can be replayed.
+struct SplitMix64 {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    /// A number in `0..<bound`.
+    mutating func next(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+}
