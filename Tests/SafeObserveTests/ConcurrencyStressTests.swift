@@ -426,7 +426,7 @@ struct ConcurrencyStressTests {
             do {
                 // The readers sweep every object over and over, with no
                 // synchronization with the registering threads until the end.
-                let shared = StressUnchecked((objects, listeners))
+                let shared = UncheckedSendable((objects, listeners))
                 let register: @Sendable (Int) -> Void = { thread in
                     let (objects, listeners) = shared.value
                     for object in objects {
