@@ -79,7 +79,9 @@ struct LifetimeTests {
         let left = SafeObservation.relations(of: counter).count
         #expect(left <= 8, "dead relations accumulated: \(left)")
         #expect(captures.liveCount <= 8, "handlers of dead listeners accumulated: \(captures.liveCount)")
-        #expect(_ProxyTable.shared.count - tableBefore <= 64, "dead proxies accumulated")
+        // The proxy table is shared with suites running in parallel, so allow
+        // for their entries; without the sweep this would grow by 10,000.
+        #expect(_ProxyTable.shared.count - tableBefore < 2_500, "dead proxies accumulated")
     }
 
     // MARK: Semantics 2 — the observed object dies first
