@@ -14,7 +14,9 @@ import Synchronization
 /// ```
 ///
 /// A token does not retain the listener, the observed object or the handler:
-/// holding a token never keeps anything else alive.
+/// holding a token never keeps anything else alive. (It does keep the
+/// listener's *memory* — its allocation, not its contents — from being reused
+/// until the token is released, which is what makes probing the listener safe.)
 ///
 /// - Note: Tokens compare by identity. Observing the same key path of the same
 ///   object by the same listener twice returns the same token.

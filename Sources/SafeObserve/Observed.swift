@@ -77,7 +77,7 @@ public struct Observed<Value> {
         storage storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
     ) -> Value {
         @inline(__always) get {
-            if _activeTrackers.load(ordering: .relaxed) != 0 {
+            if _activeTrackers.load(ordering: .relaxed) != 0, _isTrackingOnThisThread() {
                 // Only here does the declared key path escape (registration
                 // compares it with the one being observed); everything else
                 // is a direct projection that the optimizer folds.

@@ -44,27 +44,30 @@ public enum SafeObservation {
     /// - Complexity: O(*p* + *n*): it reflects over the object's *p* stored
     ///   properties. Meant for debugging and tests, not hot paths.
     public static func relations(of object: some SafeObservable) -> [ObservationToken] {
-        // Mirrors are built outside any lock (a custom mirror is user code);
-        // the stored fields are read under the lock that first observations
-        // write them under, so this read never races with a registration.
         var mirrors: [Mirror] = []
-        var mirror: Mirror? = Mirror(reflecting: object)
+        var mirror: Mirror? = Mirror(reflecting: object)  // a custom mirror is user code: unlocked
         while let current = mirror {
             mirrors.append(current)
             mirror = current.superclassMirror
         }
-        let channels: [_Channel] = _sentinelCreationLock.withLock { _ in
-            var channels: [_Channel] = []
-            for current in mirrors {
-                for child in current.children {
-                    if let storage = child.value as? any _ObservedStorage {
-                        if let channel = storage._channelForIntrospection { channels.append(channel) }
-                    } else if let registrar = child.value as? SafeObservationRegistrar {
-                        channels += registrar.channels()
-                    }
-                }
+        // Reading the stored fields races with a first observation writing a
+        // sentinel field, so read them under the lock that write is made
+        // under. The values read (strong copies of every stored property) are
+        // dropped after unlocking: releasing one may run a user deinit. A
+        // custom mirror's children are user code, so they are read unlocked.
+        let values: [Any]
+        if object is any CustomReflectable {
+            values = mirrors.flatMap { $0.children.map(\.value) }
+        } else {
+            values = _sentinelCreationLock.withLock { _ in mirrors.flatMap { $0.children.map(\.value) } }
+        }
+        var channels: [_Channel] = []
+        for value in values {
+            if let storage = value as? any _ObservedStorage {
+                if let channel = storage._channelForIntrospection { channels.append(channel) }
+            } else if let registrar = value as? SafeObservationRegistrar {
+                channels += registrar.channels()
             }
-            return channels
         }
         return channels.flatMap { $0.liveTokens() }
     }

@@ -31,8 +31,9 @@ import Synchronization
 /// }
 /// ```
 ///
-/// Old and new values are read through the key path, before and after the
-/// mutation, only when some relation asks for them.
+/// When the property is observed, the new value is read through the key path
+/// after the mutation, and the old value before it when some relation asks
+/// for `.old`. Nothing is read while nobody observes the property.
 public final class SafeObservationRegistrar: Sendable {
     private let sentinels = _Mutex<[AnyKeyPath: _Sentinel]>([:])
 

@@ -176,6 +176,35 @@ struct ThreadSafetyTests {
         }
     }
 
+    /// The same, with SafeObserver listeners and an empty deinit: their
+    /// ObserverLifetime removes their relations from the channel, whose lock
+    /// a sweep that retained them would have been holding.
+    @Test func optInListenersDyingDuringSweeps_doNotDeadlock() {
+        for _ in 0..<(20 * Self.rounds) {
+            let counter = Counter()  // never mutated: concurrent registrations only read it
+            let lifetimes = LifetimeCounter()
+            var doomed: [OptInListener] = []
+            for _ in 0..<64 {
+                let listener = OptInListener(lifetime: lifetimes)
+                counter.safeObserve(\.count, by: listener) { _, _, _ in }
+                doomed.append(listener)
+            }
+            let box = ReleaseBox(doomed)
+            doomed = []
+            let shared = UncheckedSendable(counter)
+            DispatchQueue.concurrentPerform(iterations: 3) { worker in
+                if worker == 0 {
+                    while box.releaseOne() {}
+                } else {
+                    for _ in 0..<64 {
+                        shared.value.safeObserve(\.count, by: Peer()) { _, _, _ in }  // sweeps two old relations
+                    }
+                }
+            }
+            #expect(lifetimes.liveCount == 0, "Listener leaked")
+        }
+    }
+
     @Test func mixedChurn_endsWithNothingAlive() {
         for round in 0..<(10 * Self.rounds) {
             let counters = LifetimeCounter()

@@ -56,3 +56,10 @@ final class _AccessTracker {
         accesses.append(access)
     }
 }
+
+/// Whether a registration is resolving a key path on this thread (checked
+/// before the getter takes `_sentinelCreationLock`).
+@usableFromInline
+func _isTrackingOnThisThread() -> Bool {
+    _AccessTracker.current != nil
+}

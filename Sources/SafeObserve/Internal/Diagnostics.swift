@@ -30,7 +30,14 @@ enum _Diagnostics {
             state.handler = handler
             return previous
         }
-        defer { state.withLock { $0.handler = previous } }
+        defer {
+            // The replaced handler is released after the lock is dropped.
+            let replaced = state.withLock { state in
+                defer { state.handler = previous }
+                return state.handler
+            }
+            _ = replaced
+        }
         return try body()
     }
 

@@ -86,15 +86,23 @@ final class _ListenerProxy: Sendable {
     ///
     /// - Complexity: O(*n*) in the listener's relations.
     func removeAll(final: Bool) {
-        let relations = state.withLock { state in
+        // The relations are marked ended under the lock: a concurrent
+        // unobserve that finds this proxy empty must never return while one
+        // of them still delivers. Detaching them from their channels (which
+        // releases the handlers) happens after unlocking.
+        let ended = state.withLock { state -> [ObservationToken] in
             if final { state.isTornDown = true }
-            defer { state.relations = [:] }
-            return state.relations
-        }
-        for (_, list) in relations {
-            for token in list where token._markRemoved() {
-                token.channel?.remove(token)
+            var ended: [ObservationToken] = []
+            for (_, list) in state.relations {
+                for token in list where token._markRemoved() {
+                    ended.append(token)
+                }
             }
+            state.relations = [:]
+            return ended
+        }
+        for token in ended {
+            token.channel?.remove(token)
         }
     }
 
