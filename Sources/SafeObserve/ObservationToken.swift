@@ -21,9 +21,8 @@ import Synchronization
 /// - Note: Tokens compare by identity. Observing the same key path of the same
 ///   object by the same listener twice returns the same token.
 public final class ObservationToken: Hashable, CustomDebugStringConvertible, @unchecked Sendable {
-    // @unchecked Sendable: every stored property is immutable (`let`,
-    // `unowned let`) or atomic, except `_slot`, only touched under the channel's
-    // lock; the listener is only reached through `_tryRetain`.
+    // @unchecked Sendable: every stored property is immutable or atomic,
+    // except `_slot`, only touched under the channel's lock.
 
     private let _active: Atomic<Bool>
 
@@ -58,24 +57,16 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
     /// assert(token.listener === label)
     /// ```
     public var listener: AnyObject? {
-        _listenerAddress.flatMap(_tryRetain)
+        _listener?.load()
     }
 
-    /// Whether the listener began deinitialization. Never retains it, so it is
-    /// safe under a lock (releasing a last reference could run user code).
+    /// Whether the listener began deinitialization (or there is none).
     var _isListenerGone: Bool {
-        guard let address = _listenerAddress else { return true }
-        return _isDeallocating(address: address)
+        _listener?.isGone ?? true
     }
 
-    /// Keeps the listener's memory (not the listener) allocated, so that
-    /// `_listenerAddress` can always be asked whether it is alive. Never read:
-    /// reading an unowned reference to a dead object traps.
-    private unowned let _listenerMemory: AnyObject?
-    /// The listener's address, for `_tryRetain` (a weak load without a weak
-    /// reference, which would move the listener's reference counts into a
-    /// slower side table for the rest of its life).
-    let _listenerAddress: UnsafeMutableRawPointer?
+    /// The listener, never retained.
+    let _listener: _UnretainedReference?
 
     /// The listener's proxy. Strong: the proxy holds its active relations and
     /// a relation its proxy, a cycle that every way a relation ends breaks
@@ -95,10 +86,7 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
         _active = Atomic(true)
         self.keyPath = keyPath
         self.observedObjectID = observedObjectID
-        _listenerMemory = listener
-        // Unmanaged without a retain: only the address is kept; `_listenerMemory`
-        // keeps it allocated.
-        _listenerAddress = Unmanaged.passUnretained(listener).toOpaque()
+        _listener = _UnretainedReference(listener)
         self.options = options
         self.proxy = proxy
         self.channel = channel
@@ -109,8 +97,7 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
         _active = Atomic(false)
         keyPath = nil
         observedObjectID = nil
-        _listenerMemory = nil
-        _listenerAddress = nil
+        _listener = nil
         self.options = options
         proxy = nil
         channel = nil

@@ -109,17 +109,17 @@ final class _Channel: Sendable {
         _ token: ObservationToken,
         deliver: @escaping _Deliver
     ) -> Bool {
-        let (added, orphans) = state.withLock { state -> (Bool, [ObservationToken]) in
+        let (added, candidates) = state.withLock { state -> (Bool, [ObservationToken]) in
             guard !state.isTornDown, token.isActive else { return (false, []) }
-            var orphans: [ObservationToken] = []
+            // Amortized sweep: two older relations per new one, checked after
+            // unlocking (a liveness check must not run under the lock).
+            var candidates: [ObservationToken] = []
             let count = state.subscribers.count
             if count > 0 {
                 for _ in 0..<2 {
                     if state.sweepCursor >= count { state.sweepCursor = 0 }
                     let subscriber = state.subscribers[state.sweepCursor]
-                    if subscriber.isLive, subscriber.token._isListenerGone {
-                        orphans.append(subscriber.token)
-                    }
+                    if subscriber.isLive { candidates.append(subscriber.token) }
                     state.sweepCursor += 1
                 }
             }
@@ -128,8 +128,9 @@ final class _Channel: Sendable {
             state.liveCount += 1
             if token.options.contains(.old) { state.oldCount += 1 }
             if token.options.contains(.prior) { state.priorCount += 1 }
-            return (true, orphans)
+            return (true, candidates)
         }
+        let orphans = candidates.filter(\._isListenerGone)
         for orphan in orphans { orphan._remove() }
         return added
     }

@@ -178,30 +178,13 @@ struct _TokenList: Sequence {
 /// listener died, so dead entries never outnumber live ones by more than a
 /// constant factor, with O(1) work per registration.
 final class _ProxyTable: Sendable {
-    struct Entry: @unchecked Sendable {
-        // @unchecked Sendable: the listener is only reached through `_tryRetain`
-        // (liveness), under the table's lock; it is never called into.
-
+    struct Entry: Sendable {
         /// The listener's identity when it registered (the key in `index`).
         let id: ObjectIdentifier
-        /// Keeps the listener's memory allocated (never read), so its address
-        /// can be probed and is not reused while the entry exists.
-        unowned let listenerMemory: AnyObject
-        let address: UnsafeMutableRawPointer
+        /// The listener, never retained. (On Linux it also keeps the
+        /// listener's allocation, so its address is not reused meanwhile.)
+        let listener: _UnretainedReference
         let proxy: _ListenerProxy
-
-        init(listener: AnyObject, proxy: _ListenerProxy) {
-            id = ObjectIdentifier(listener)
-            listenerMemory = listener
-            // Unmanaged without a retain: only the address is kept.
-            address = Unmanaged.passUnretained(listener).toOpaque()
-            self.proxy = proxy
-        }
-
-        /// Whether the listener has not begun deinitialization. Never retains
-        /// it: this runs under the table's lock, where releasing a last
-        /// reference would run the listener's `deinit`.
-        var isListenerAlive: Bool { !_isDeallocating(address: address) }
     }
 
     struct State {
@@ -217,35 +200,47 @@ final class _ProxyTable: Sendable {
     /// - Complexity: Amortized O(1).
     func proxy(for listener: AnyObject, create: Bool) -> _ListenerProxy? {
         let id = ObjectIdentifier(listener)
-        let (proxy, dead) = state.withLock { state -> (_ListenerProxy?, [_ListenerProxy]) in
-            var dead: [_ListenerProxy] = []
+        let (proxy, candidates) = state.withLock { state -> (_ListenerProxy?, [Entry]) in
             if let position = state.index[id] {
-                // The entry keeps its listener's memory allocated, so an entry
-                // at this address is this listener's: alive, or inside its deinit.
+                // An entry at this address is this listener's: alive, or inside
+                // its deinit (registering from a deinit is refused earlier).
                 let entry = state.entries[position]
-                if !create || entry.isListenerAlive {
+                if !create || entry.listener.isAlive(heldByCaller: listener) {
                     return (entry.proxy, [])
                 }
-                // Registering from a deinit is refused before reaching here.
                 return (nil, [])
             }
-            guard create else { return (nil, dead) }
-            // Amortized sweep: inspect two entries per new entry.
+            guard create else { return (nil, []) }
+            // Amortized sweep: two old entries per new one, checked after
+            // unlocking (a liveness check must not run under the lock).
+            var candidates: [Entry] = []
             for _ in 0..<2 where !state.entries.isEmpty {
                 if state.sweepCursor >= state.entries.count { state.sweepCursor = 0 }
-                if !state.entries[state.sweepCursor].isListenerAlive {
-                    dead.append(Self.remove(at: state.sweepCursor, from: &state))
-                } else {
-                    state.sweepCursor += 1
-                }
+                candidates.append(state.entries[state.sweepCursor])
+                state.sweepCursor += 1
             }
             let proxy = _ListenerProxy()
             state.index[id] = state.entries.count
-            state.entries.append(Entry(listener: listener, proxy: proxy))
-            return (proxy, dead)
+            state.entries.append(Entry(id: id, listener: _UnretainedReference(listener), proxy: proxy))
+            return (proxy, candidates)
         }
-        for proxy in dead { proxy.removeAll(final: true) }
+        removeIfDead(candidates)
         return proxy
+    }
+
+    /// Removes, and tears down, those of `candidates` whose listener died.
+    private func removeIfDead(_ candidates: [Entry]) {
+        let dead = candidates.filter(\.listener.isGone)
+        guard !dead.isEmpty else { return }
+        let removed = state.withLock { state -> [_ListenerProxy] in
+            dead.compactMap { entry in
+                guard let position = state.index[entry.id], state.entries[position].proxy === entry.proxy else {
+                    return nil
+                }
+                return Self.remove(at: position, from: &state)
+            }
+        }
+        for proxy in removed { proxy.removeAll(final: true) }
     }
 
     /// Removes the entry at `position` by moving the last one into its place.
@@ -265,20 +260,10 @@ final class _ProxyTable: Sendable {
     /// Tears down every entry whose listener died; returns how many.
     @discardableResult
     func sweepAll() -> Int {
-        let dead = state.withLock { state -> [_ListenerProxy] in
-            var dead: [_ListenerProxy] = []
-            var position = 0
-            while position < state.entries.count {
-                if !state.entries[position].isListenerAlive {
-                    dead.append(Self.remove(at: position, from: &state))
-                } else {
-                    position += 1
-                }
-            }
-            return dead
-        }
-        for proxy in dead { proxy.removeAll(final: true) }
-        return dead.count
+        let entries = state.withLock { $0.entries }
+        let before = count
+        removeIfDead(entries)
+        return before - count
     }
 
     /// Entries, live or not yet swept (leak tests).

@@ -33,63 +33,111 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
     }
 }
 
-/// A Swift runtime entry point taking one object, looked up once with
-/// `dlsym` (the compiler reserves `@_silgen_name` for its own use of runtime
-/// symbols). Both functions used here are part of the runtime's stable ABI on
-/// every platform.
-private func _runtimeFunction<Result>(_ name: String, as type: Result.Type) -> Result {
-    #if canImport(Darwin)
-        let handle = UnsafeMutableRawPointer(bitPattern: -2)  // RTLD_DEFAULT
-    #else
-        let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
-    #endif
-    guard let symbol = dlsym(handle, name) else {
-        preconditionFailure("SafeObserve: the Swift runtime does not export \(name)")
+#if canImport(ObjectiveC)
+
+    // On platforms with Objective-C interop a listener or an observed object may
+    // be refcounted by the Objective-C runtime (an NSObject subclass), where the
+    // native probes below do not apply: use weak references there instead.
+
+    /// Whether `object` has started deinitialization (its strong count reached zero).
+    func _swift_isDeallocating(_ object: AnyObject) -> Bool {
+        weak let probe = object
+        return probe == nil
     }
-    // unsafeBitCast: a C function pointer, to the runtime's documented C signature.
-    return unsafeBitCast(symbol, to: type)
-}
 
-/// `bool swift_isDeallocating(HeapObject *)`.
-private let _isDeallocatingFunction = _runtimeFunction(
-    "swift_isDeallocating", as: (@convention(c) (UnsafeMutableRawPointer) -> Bool).self)
+    /// A reference to a listener that never keeps it alive.
+    struct _UnretainedReference: @unchecked Sendable {
+        // @unchecked Sendable: a weak reference is safe to load from any thread.
+        private weak let object: AnyObject?
 
-/// `HeapObject *swift_tryRetain(HeapObject *)`: the object, +1, unless its
-/// deinitialization began (then `NULL`).
-private let _tryRetainFunction = _runtimeFunction(
-    "swift_tryRetain", as: (@convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?).self)
+        init(_ object: AnyObject) {
+            self.object = object
+        }
 
-/// Whether `object` has started deinitialization (its strong count reached zero).
-///
-/// Used to refuse new relations on an object that is being destroyed and to
-/// drop changes made inside an observed object's own `deinit`.
-@inline(__always)
-func _swift_isDeallocating(_ object: AnyObject) -> Bool {
-    // Unmanaged without a retain: the caller holds `object` for the call.
-    _isDeallocatingFunction(Unmanaged.passUnretained(object).toOpaque())
-}
+        /// A strong reference unless deinitialization began. Call it outside
+        /// locks: dropping the result may run the object's deinit.
+        func load() -> AnyObject? { object }
 
-/// Whether the object at `address` started deinitialization, without ever
-/// retaining it — safe under a lock, where releasing a last reference could
-/// run a user `deinit`.
-///
-/// `address` must stay allocated: its holder keeps an unowned reference.
-@inline(__always)
-func _isDeallocating(address: UnsafeMutableRawPointer) -> Bool {
-    _isDeallocatingFunction(address)
-}
+        /// Whether deinitialization began. Loads weakly: call it outside locks.
+        var isGone: Bool { object == nil }
 
-/// A strong reference to the object at `address` unless it started
-/// deinitialization — a weak load, without the side table a `weak`
-/// reference forces on the object.
-///
-/// `address` must stay allocated: its holder keeps an unowned reference.
-@inline(__always)
-func _tryRetain(_ address: UnsafeMutableRawPointer) -> AnyObject? {
-    guard _tryRetainFunction(address) != nil else { return nil }
-    // Unmanaged: balances the +1 that swift_tryRetain just took.
-    return Unmanaged<AnyObject>.fromOpaque(address).takeRetainedValue()
-}
+        /// Whether the object is alive, given that the caller holds a strong
+        /// reference to the object with this identity (safe under a lock).
+        func isAlive(heldByCaller listener: AnyObject) -> Bool { object === listener }
+    }
+
+#else
+
+    /// A Swift runtime entry point taking one object, looked up once with
+    /// `dlsym` (the compiler reserves `@_silgen_name` for its own use of runtime
+    /// symbols). Both functions used here are part of the runtime's stable ABI.
+    private func _runtimeFunction<Result>(_ name: String, as type: Result.Type) -> Result {
+        let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
+        guard let symbol = dlsym(handle, name) else {
+            preconditionFailure("SafeObserve: the Swift runtime does not export \(name)")
+        }
+        // unsafeBitCast: a C function pointer, to the runtime's documented C signature.
+        return unsafeBitCast(symbol, to: type)
+    }
+
+    /// `bool swift_isDeallocating(HeapObject *)`.
+    private let _isDeallocatingFunction = _runtimeFunction(
+        "swift_isDeallocating", as: (@convention(c) (UnsafeMutableRawPointer) -> Bool).self)
+
+    /// `HeapObject *swift_tryRetain(HeapObject *)`: the object, +1, unless its
+    /// deinitialization began (then `NULL`).
+    private let _tryRetainFunction = _runtimeFunction(
+        "swift_tryRetain", as: (@convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?).self)
+
+    /// Whether `object` has started deinitialization (its strong count reached zero).
+    ///
+    /// Used to refuse new relations on an object that is being destroyed and to
+    /// drop changes made inside an observed object's own `deinit`.
+    @inline(__always)
+    func _swift_isDeallocating(_ object: AnyObject) -> Bool {
+        // Unmanaged without a retain: the caller holds `object` for the call.
+        _isDeallocatingFunction(Unmanaged.passUnretained(object).toOpaque())
+    }
+
+    /// A reference to a listener that never keeps it alive: an unowned
+    /// reference (which keeps the object's allocation, not the object) and its
+    /// address, probed with the runtime. A weak reference would do the same but
+    /// move the object's reference counts into a side table for the rest of its
+    /// life, slowing every retain of it.
+    struct _UnretainedReference: @unchecked Sendable {
+        // @unchecked Sendable: both fields are immutable; the object is only
+        // reached through the runtime's atomic probes.
+
+        /// Keeps the allocation (never read: reading an unowned reference to a
+        /// dead object traps). Also: no new object can take this address.
+        private unowned let memory: AnyObject
+        private let address: UnsafeMutableRawPointer
+
+        init(_ object: AnyObject) {
+            memory = object
+            // Unmanaged without a retain: only the address is kept; `memory`
+            // keeps it allocated.
+            address = Unmanaged.passUnretained(object).toOpaque()
+        }
+
+        /// A strong reference unless deinitialization began. Call it outside
+        /// locks: dropping the result may run the object's deinit.
+        @inline(__always)
+        func load() -> AnyObject? {
+            guard _tryRetainFunction(address) != nil else { return nil }
+            // Unmanaged: balances the +1 that swift_tryRetain just took.
+            return Unmanaged<AnyObject>.fromOpaque(address).takeRetainedValue()
+        }
+
+        /// Whether deinitialization began. Never retains: safe under locks.
+        var isGone: Bool { _isDeallocatingFunction(address) }
+
+        /// Whether the object is alive, given that the caller holds a strong
+        /// reference to the object with this identity (safe under a lock).
+        func isAlive(heldByCaller listener: AnyObject) -> Bool { !isGone }
+    }
+
+#endif
 
 /// Writes a line to standard error (diagnostics of release builds).
 func _writeToStandardError(_ message: String) {
