@@ -764,6 +764,7 @@ private func stressRunConcurrently(_ bodies: [@Sendable () -> Void]) {
             stressSpin(until: { arrived.load() >= total })
             body()
         }
+        // Unmanaged: +1 handed to the thread, balanced by takeRetainedValue() there.
         let context = Unmanaged.passRetained(run).toOpaque()
         #if canImport(Darwin)
             var thread: pthread_t?
@@ -891,8 +892,8 @@ private final class StressCaptured: Sendable {
     deinit { lifetimes.didDeinit() }
 }
 
+// @unchecked Sendable: written once, at init; weak loads are thread-safe.
 private final class StressWeakRef: @unchecked Sendable {
-    // @unchecked Sendable: written once, at init; weak loads are thread-safe.
     weak var object: AnyObject?
     init(_ object: AnyObject) { self.object = object }
 }
@@ -950,6 +951,7 @@ private final class StressPool<Object: AnyObject>: @unchecked Sendable {
     init(count: Int, make: @escaping @Sendable (Int) -> Object) {
         self.count = count
         self.make = make
+        // nonisolated(unsafe): freshly made objects, moved into the lock; no other reference.
         nonisolated(unsafe) let initial = (0..<count).map(make)
         slots = _Mutex(initial)
     }
@@ -960,6 +962,7 @@ private final class StressPool<Object: AnyObject>: @unchecked Sendable {
     }
 
     func replace(_ index: Int) {
+        // nonisolated(unsafe): a freshly made object, moved into the lock; no other reference.
         nonisolated(unsafe) let fresh = make(index)
         let old = slots.withLock { slots in
             defer { slots[index] = fresh }

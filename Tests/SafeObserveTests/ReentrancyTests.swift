@@ -107,8 +107,8 @@ struct ReentrancyTests {
     }
 
     @Test func releasingTheListenerInsideItsHandler_deliversNothingAfterwards() {
+        // @unchecked Sendable: touched only on the test's own thread.
         final class Holder: @unchecked Sendable {
-            // @unchecked Sendable: touched only on the test's own thread.
             var listener: OptInListener?
         }
         let counter = Counter()
@@ -127,8 +127,8 @@ struct ReentrancyTests {
     }
 
     @Test func releasingTheObservedObjectInsideAHandler_isSafe() {
+        // @unchecked Sendable: touched only on the test's own thread.
         final class Holder: @unchecked Sendable {
-            // @unchecked Sendable: touched only on the test's own thread.
             var counter: Counter?
         }
         let holder = Holder()

@@ -268,8 +268,8 @@ private final class TokenCollector: Sendable {
     var all: [ObservationToken] { tokens.withLock { $0 } }
 }
 
+// @unchecked Sendable: `counter`'s properties are only touched under `lock`.
 private final class LockedCounter: @unchecked Sendable {
-    // @unchecked Sendable: `counter`'s properties are only touched under `lock`.
     let counter: Counter
     private let lock = _Mutex<UInt8>(0)
     init(_ counter: Counter) { self.counter = counter }

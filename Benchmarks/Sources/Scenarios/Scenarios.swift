@@ -34,6 +34,7 @@ public struct Scenario: Sendable {
         self.run = run
     }
 
+    /// "operation — peer", the benchmark's name.
     public var name: String { "\(operation) — \(peer)" }
 }
 
@@ -66,32 +67,48 @@ public func blackHole<T>(_ value: T) {
 
 // MARK: - Fixtures
 
+/// The observed model.
 public final class SafeModel: SafeObservable {
+    /// The observed property.
     @Observed public var value = 0
+    /// Creates a model.
     public init() {}
 }
 
+/// The same model with a plain stored property (the floor).
 public final class PlainModel {
+    /// A plain stored property.
     public var value = 0
+    /// Creates a model.
     public init() {}
 }
 
+/// The same model with the Observation module (a peer).
 @Observable
 public final class ObservableModel {
+    /// An `@Observable` property.
     public var value = 0
+    /// Creates a model.
     public init() {}
 }
 
-public final class Sink: @unchecked Sendable {
-    // @unchecked Sendable: benchmarks touch a sink from one thread at a time.
+/// A plain listener that accumulates what it receives.
+public final class Sink: @unchecked Sendable {  // @unchecked: one thread at a time touches a sink
+
+    /// The sum of the values received.
     public var total = 0
+    /// Creates a sink.
     public init() {}
 }
 
-public final class OptInSink: SafeObserver, @unchecked Sendable {
-    // @unchecked Sendable: benchmarks touch a sink from one thread at a time.
+/// A `SafeObserver` listener that accumulates what it receives.
+public final class OptInSink: SafeObserver, @unchecked Sendable {  // @unchecked: one thread at a time
+
+    /// Ends the sink's relations in its deinit.
     public let observerLifetime = ObserverLifetime()
+    /// The sum of the values received.
     public var total = 0
+    /// Creates a sink.
     public init() {}
 }
 
@@ -111,7 +128,9 @@ final class CancellableBox {
 
 // MARK: - Scenarios
 
+/// Every scenario, in report order.
 public enum Scenarios {
+    /// The scenarios `InstructionCounts list` numbers.
     public static let all: [Scenario] =
         setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling
 
@@ -284,7 +303,7 @@ public enum Scenarios {
             let sink = Sink()
             let cancellables = (0..<100).map { _ in subject.sink { sink.total &+= $0 } }
             measure(n) { n in for i in 0..<n { subject.send(i) } }
-            cancellables.forEach { $0.cancel() }
+            for cancellable in cancellables { cancellable.cancel() }
             blackHole(sink)
         },
     ]

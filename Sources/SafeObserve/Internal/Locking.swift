@@ -11,12 +11,10 @@
 /// the mutex, which confuses ThreadSanitizer's access tracking).
 /// Never call user code, and never release anything whose `deinit` may be
 /// user code, inside `body`: return it and drop it after the lock is released.
-@usableFromInline
-struct _Mutex<State>: @unchecked Sendable {
-    // @unchecked Sendable: `State` is only touched inside `withLock`, under the
-    // mutex; every `State` in SafeObserve holds only Sendable values or
-    // references used for identity and liveness checks.
-
+// @unchecked Sendable: `State` is only touched inside `withLock`, under the
+// mutex; every `State` in SafeObserve holds only Sendable values or
+// references used for identity and liveness checks.
+@usableFromInline struct _Mutex<State>: @unchecked Sendable {
     @usableFromInline
     final class Storage: ManagedBuffer<State, _PlatformMutex> {
         deinit {

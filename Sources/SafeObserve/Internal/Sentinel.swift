@@ -6,11 +6,9 @@
 /// being destroyed, before that memory can be reused, and tears down every
 /// relation on the property. Relations hold the ``_Channel`` (the shared
 /// state), never the sentinel, so they cannot delay that moment.
-@usableFromInline
-final class _Sentinel: @unchecked Sendable {
-    // @unchecked Sendable: both stored properties are immutable; `object` is an
-    // identity-only back-pointer that is never dereferenced as an object.
-
+// @unchecked Sendable: both stored properties are immutable; `object` is an
+// identity-only back-pointer that is never dereferenced as an object.
+@usableFromInline final class _Sentinel: @unchecked Sendable {
     /// The observed object, for identity and debugging only.
     // unowned(unsafe): never read after the object dies — the sentinel is owned
     // by the object's own storage, so it cannot outlive it.
