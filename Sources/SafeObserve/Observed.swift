@@ -96,22 +96,12 @@ public struct Observed<Value> {
                 instance[keyPath: storageKeyPath]._value = newValue
                 return
             }
-            // Unmanaged retain: a handler may drop the last other reference to
-            // the object (the caller may only borrow it); keep it alive until
-            // the change is delivered.
-            let retained = Unmanaged.passRetained(instance)
-            defer { retained.release() }
-            let old: Value? = emission.needsOld ? instance[keyPath: storageKeyPath]._value : nil
-            if emission.hasPrior {
-                withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
-                    emission.deliver(root: instance, change: $0, isPrior: true)
-                }
-            }
-            instance[keyPath: storageKeyPath]._value = newValue
-            withUnsafePointer(to: ObservedChange(newValue: newValue, oldValue: old)) {
-                emission.deliver(root: instance, change: $0, isPrior: false)
-            }
-            emission.removeOrphans()
+            emission.deliverChange(
+                of: instance,
+                readOld: { instance[keyPath: storageKeyPath]._value },
+                mutate: { instance[keyPath: storageKeyPath]._value = newValue },
+                readNew: { newValue }
+            )
         }
     }
 

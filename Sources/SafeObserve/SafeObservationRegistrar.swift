@@ -86,22 +86,12 @@ public final class SafeObservationRegistrar: Sendable {
         else {
             return try mutation()
         }
-        // Unmanaged retain: a handler may drop the last other reference to the
-        // object (the caller may only borrow it); keep it alive until we return.
-        let retained = Unmanaged.passRetained(object)
-        defer { retained.release() }
-        let old: Value? = emission.needsOld ? object[keyPath: keyPath] : nil
-        if emission.hasPrior {
-            withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
-                emission.deliver(root: object, change: $0, isPrior: true)
-            }
-        }
-        defer { emission.removeOrphans() }
-        let result = try mutation()
-        withUnsafePointer(to: ObservedChange(newValue: object[keyPath: keyPath], oldValue: old)) {
-            emission.deliver(root: object, change: $0, isPrior: false)
-        }
-        return result
+        return try emission.deliverChange(
+            of: object,
+            readOld: { object[keyPath: keyPath] },
+            mutate: mutation,
+            readNew: { object[keyPath: keyPath] }
+        )
     }
 
     @usableFromInline

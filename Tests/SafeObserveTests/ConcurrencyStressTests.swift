@@ -33,8 +33,8 @@ struct ConcurrencyStressTests {
         let changes = 400
         let objectCount = 4
         for round in 0..<StressConfig.rounds(24) {
-            let objectLifetimes = StressLifetimes()
-            let listenerLifetimes = StressLifetimes()
+            let objectLifetimes = LifetimeCounter()
+            let listenerLifetimes = LifetimeCounter()
             let weakObjects = StressWeakBag()
             let weakListeners = StressWeakBag()
             let deliveries = StressAtomic()
@@ -105,11 +105,11 @@ struct ConcurrencyStressTests {
 
             // Leak check, both directions.
             listeners = []
-            #expect(listenerLifetimes.live == 0, "Listener leaked")
+            #expect(listenerLifetimes.liveCount == 0, "Listener leaked")
             #expect(weakListeners.allReleased, "Listener leaked")
             stressReleaseDeadListenerMemory()
             objects = []
-            #expect(objectLifetimes.live == 0, "Observed object leaked")
+            #expect(objectLifetimes.liveCount == 0, "Observed object leaked")
             #expect(weakObjects.allReleased, "Observed object leaked")
         }
     }
@@ -121,7 +121,7 @@ struct ConcurrencyStressTests {
         let listenerCount = 24
         for round in 0..<StressConfig.rounds(40) {
             let object = StressObject()
-            let listenerLifetimes = StressLifetimes()
+            let listenerLifetimes = LifetimeCounter()
             let weakListeners = StressWeakBag()
             let violations = StressAtomic()
             let deliveries = StressAtomic()
@@ -171,7 +171,7 @@ struct ConcurrencyStressTests {
                 // .prior doubles every change.
                 #expect(count.load() <= 2 * changes)
             }
-            #expect(listenerLifetimes.live == 0, "Listener leaked")
+            #expect(listenerLifetimes.liveCount == 0, "Listener leaked")
             #expect(weakListeners.allReleased, "Listener leaked")
 
             // Opt-in relations are gone already; plain ones go at the next change.
@@ -188,9 +188,9 @@ struct ConcurrencyStressTests {
     @Test func stressObservedObjectsReleasedWhileTokensEndOnOtherThreads_leakNothing() {
         let objectCount = 24
         for round in 0..<StressConfig.rounds(50) {
-            let objectLifetimes = StressLifetimes()
-            let listenerLifetimes = StressLifetimes()
-            let captureLifetimes = StressLifetimes()
+            let objectLifetimes = LifetimeCounter()
+            let listenerLifetimes = LifetimeCounter()
+            let captureLifetimes = LifetimeCounter()
             let weakObjects = StressWeakBag()
             let weakListeners = StressWeakBag()
             let weakCaptures = StressWeakBag()
@@ -213,7 +213,7 @@ struct ConcurrencyStressTests {
                 weakObjects.add(object)
                 for listener in keepers + doomed {
                     for keyPath in [\StressObject.value, \StressObject.other] {
-                        let captured = StressCaptured(captureLifetimes)
+                        let captured = Captured(captureLifetimes)
                         weakCaptures.add(captured)
                         tokens.append(
                             object.safeObserve(keyPath, by: listener, options: [.old, .new]) { _, _, _ in
@@ -259,9 +259,9 @@ struct ConcurrencyStressTests {
                     },
                 ])
             }
-            #expect(objectLifetimes.live == 0, "Observed object leaked (round \(round))")
+            #expect(objectLifetimes.liveCount == 0, "Observed object leaked (round \(round))")
             #expect(weakObjects.allReleased, "Observed object leaked")
-            #expect(captureLifetimes.live == 0, "Handler leaked (round \(round))")
+            #expect(captureLifetimes.liveCount == 0, "Handler leaked (round \(round))")
             #expect(weakCaptures.allReleased, "Handler leaked")
             #expect(allTokens.allSatisfy { !$0.isActive }, "a token outlived its relation")
             for keeper in keepers {
@@ -269,7 +269,7 @@ struct ConcurrencyStressTests {
             }
             keepers = []
             tokens = []
-            #expect(listenerLifetimes.live == 0, "Listener leaked")
+            #expect(listenerLifetimes.liveCount == 0, "Listener leaked")
             #expect(weakListeners.allReleased, "Listener leaked")
             stressReleaseDeadListenerMemory()
         }
@@ -449,7 +449,7 @@ struct ConcurrencyStressTests {
         let perThread = 8
         for round in 0..<StressConfig.rounds(80) {
             let object = StressObject()  // fresh: the threads race to create its sentinels
-            let listenerLifetimes = StressLifetimes()
+            let listenerLifetimes = LifetimeCounter()
             let listeners = StressTokenBag()
             let kept = StressObjectBag()
             let deliveries = StressAtomic()
@@ -477,7 +477,7 @@ struct ConcurrencyStressTests {
             object.other = 1
             #expect(deliveries.load() == expected)
             kept.removeAll()
-            #expect(listenerLifetimes.live == 0, "Listener leaked")
+            #expect(listenerLifetimes.liveCount == 0, "Listener leaked")
             object.value = 2
             object.other = 2
             #expect(deliveries.load() == expected, "a dead listener was called")
@@ -540,8 +540,8 @@ struct ConcurrencyStressTests {
         let listenerCount = 16
         for round in 0..<StressConfig.rounds(40) {
             let object = StressObject()
-            let listenerLifetimes = StressLifetimes()
-            let captureLifetimes = StressLifetimes()
+            let listenerLifetimes = LifetimeCounter()
+            let captureLifetimes = LifetimeCounter()
             let weakListeners = StressWeakBag()
             let weakCaptures = StressWeakBag()
             let violations = StressAtomic()
@@ -550,7 +550,7 @@ struct ConcurrencyStressTests {
             for index in 0..<listenerCount {
                 let listener = StressOptInListener(lifetimes: listenerLifetimes)
                 weakListeners.add(listener)
-                let captured = StressCaptured(captureLifetimes)
+                let captured = Captured(captureLifetimes)
                 weakCaptures.add(captured)
                 object.safeObserve(\.value, by: listener, options: [.new, .prior]) { listener, _, _ in
                     _ = captured
@@ -584,10 +584,10 @@ struct ConcurrencyStressTests {
                 { releaser(secondBox) },
             ])
             #expect(violations.load() == 0, "a handler ran for a listener in its deinit (round \(round))")
-            #expect(listenerLifetimes.live == 0, "Listener leaked")
+            #expect(listenerLifetimes.liveCount == 0, "Listener leaked")
             #expect(weakListeners.allReleased, "Listener leaked")
             // No change since: opt-in listeners release their handlers in their deinit.
-            #expect(captureLifetimes.live == 0, "Handler captures leaked (round \(round))")
+            #expect(captureLifetimes.liveCount == 0, "Handler captures leaked (round \(round))")
             #expect(weakCaptures.allReleased, "Handler captures leaked")
             #expect(SafeObservation.relations(of: object).isEmpty, "round \(round)")
             _ = shared
@@ -600,9 +600,9 @@ struct ConcurrencyStressTests {
         let workers = 4
         let steps = 400
         for round in 0..<StressConfig.rounds(30) {
-            let objectLifetimes = StressLifetimes()
-            let listenerLifetimes = StressLifetimes()
-            let captureLifetimes = StressLifetimes()
+            let objectLifetimes = LifetimeCounter()
+            let listenerLifetimes = LifetimeCounter()
+            let captureLifetimes = LifetimeCounter()
             let weakObjects = StressWeakBag()
             let weakListeners = StressWeakBag()
             let weakCaptures = StressWeakBag()
@@ -645,7 +645,7 @@ struct ConcurrencyStressTests {
                                 switch random.next(14) {
                                 case 0, 1, 2, 3:
                                     // Registration reads the object: under its lock, like mutation.
-                                    let captured = StressCaptured(captureLifetimes)
+                                    let captured = Captured(captureLifetimes)
                                     weakCaptures.add(captured)
                                     let options = optionChoices[random.next(optionChoices.count)]
                                     let unobserveEvery = 3 + random.next(9)
@@ -691,7 +691,7 @@ struct ConcurrencyStressTests {
             // Listeners die first: opt-in ones take their relations along, the
             // next change of each property removes the plain ones'.
             listeners.removeAll()
-            #expect(listenerLifetimes.live == survivors.count, "Listener leaked (round \(round))")
+            #expect(listenerLifetimes.liveCount == survivors.count, "Listener leaked (round \(round))")
             for object in objects.all {
                 object.value += 1
                 object.other += 1
@@ -702,17 +702,17 @@ struct ConcurrencyStressTests {
             }
             // Then the objects: every relation left (the survivors') ends.
             objects.removeAll()
-            #expect(objectLifetimes.live == 0, "Observed object leaked (round \(round))")
+            #expect(objectLifetimes.liveCount == 0, "Observed object leaked (round \(round))")
             #expect(weakObjects.allReleased, "Observed object leaked")
             for survivor in survivors {
                 #expect(SafeObservation.relations(observedBy: survivor).isEmpty, "round \(round)")
             }
             #expect(tokens.all.allSatisfy { !$0.isActive })
             tokens.removeAll()
-            #expect(captureLifetimes.live == 0, "Handler leaked (round \(round))")
+            #expect(captureLifetimes.liveCount == 0, "Handler leaked (round \(round))")
             #expect(weakCaptures.allReleased, "Handler leaked")
             survivors = []
-            #expect(listenerLifetimes.live == 0, "Listener leaked (round \(round))")
+            #expect(listenerLifetimes.liveCount == 0, "Listener leaked (round \(round))")
             #expect(weakListeners.allReleased, "Listener leaked")
             stressReleaseDeadListenerMemory()
             _ = deliveries
@@ -830,22 +830,15 @@ private final class StressFlag: Sendable {
 }
 
 /// Deinit counters.
-private final class StressLifetimes: Sendable {
-    private let inits = Atomic<Int>(0)
-    private let deinits = Atomic<Int>(0)
-    func didInit() { inits.add(1, ordering: .sequentiallyConsistent) }
-    func didDeinit() { deinits.add(1, ordering: .sequentiallyConsistent) }
-    var live: Int { inits.load(ordering: .sequentiallyConsistent) - deinits.load(ordering: .sequentiallyConsistent) }
-}
 
 private final class StressObject: SafeObservable {
     @Observed var value = 0
     @Observed var other = 0
-    let lifetimes: StressLifetimes?
+    let lifetimes: LifetimeCounter?
     /// Guards mutation and registration (a read) where several threads touch this object.
     private let guardLock = _Mutex<UInt8>(0)
 
-    init(value: Int = 0, lifetimes: StressLifetimes? = nil) {
+    init(value: Int = 0, lifetimes: LifetimeCounter? = nil) {
         self.value = value
         self.lifetimes = lifetimes
         lifetimes?.didInit()
@@ -861,10 +854,10 @@ private final class StressObject: SafeObservable {
 /// A plain listener (cleaned lazily) that records the start and the end of its deinit.
 private class StressListener {
     let deinitStarted = Atomic<Bool>(false)
-    private let lifetimes: StressLifetimes?
+    private let lifetimes: LifetimeCounter?
     private let deinitDone: StressFlag?
 
-    init(lifetimes: StressLifetimes? = nil, deinitDone: StressFlag? = nil) {
+    init(lifetimes: LifetimeCounter? = nil, deinitDone: StressFlag? = nil) {
         self.lifetimes = lifetimes
         self.deinitDone = deinitDone
         lifetimes?.didInit()
@@ -883,14 +876,6 @@ private final class StressOptInListener: StressListener, SafeObserver {
 }
 
 /// Something a handler captures, to prove the handler was released.
-private final class StressCaptured: Sendable {
-    private let lifetimes: StressLifetimes
-    init(_ lifetimes: StressLifetimes) {
-        self.lifetimes = lifetimes
-        lifetimes.didInit()
-    }
-    deinit { lifetimes.didDeinit() }
-}
 
 // @unchecked Sendable: written once, at init; weak loads are thread-safe.
 private final class StressWeakRef: @unchecked Sendable {

@@ -89,6 +89,38 @@ final class _Channel: Sendable {
         func removeOrphans() {
             for orphan in orphans { orphan._remove() }
         }
+
+        /// Delivers one change of `root`'s property: `.prior` relations
+        /// before `mutate`, the others after it.
+        ///
+        /// `root` is kept alive throughout (a handler may drop the last other
+        /// reference to it while the caller only borrows it). `readOld` runs
+        /// only when some relation asks for `.old`. If `mutate` throws, no
+        /// change is delivered. Inlined into the property's setter, so the
+        /// closures' storage accesses fold to direct field accesses.
+        @inlinable
+        mutating func deliverChange<Value, Result>(
+            of root: AnyObject,
+            readOld: () -> Value,
+            mutate: () throws -> Result,
+            readNew: () -> Value
+        ) rethrows -> Result {
+            // Unmanaged retain: balanced by the release when this returns.
+            let retained = Unmanaged.passRetained(root)
+            defer { retained.release() }
+            let old: Value? = needsOld ? readOld() : nil
+            if hasPrior {
+                withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
+                    deliver(root: root, change: $0, isPrior: true)
+                }
+            }
+            defer { removeOrphans() }
+            let result = try mutate()
+            withUnsafePointer(to: ObservedChange(newValue: readNew(), oldValue: old)) {
+                deliver(root: root, change: $0, isPrior: false)
+            }
+            return result
+        }
     }
 
     let state = _Mutex(State())
@@ -130,8 +162,9 @@ final class _Channel: Sendable {
             if token.options.contains(.prior) { state.priorCount += 1 }
             return (true, candidates)
         }
-        let orphans = candidates.filter(\._isListenerGone)
-        for orphan in orphans { orphan._remove() }
+        for candidate in candidates where candidate._isListenerGone {
+            candidate._remove()
+        }
         return added
     }
 

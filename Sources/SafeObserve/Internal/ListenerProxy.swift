@@ -228,10 +228,12 @@ final class _ProxyTable: Sendable {
         return proxy
     }
 
-    /// Removes, and tears down, those of `candidates` whose listener died.
-    private func removeIfDead(_ candidates: [Entry]) {
+    /// Removes, and tears down, those of `candidates` whose listener died;
+    /// returns how many it removed.
+    @discardableResult
+    private func removeIfDead(_ candidates: [Entry]) -> Int {
         let dead = candidates.filter(\.listener.isGone)
-        guard !dead.isEmpty else { return }
+        guard !dead.isEmpty else { return 0 }
         let removed = state.withLock { state -> [_ListenerProxy] in
             dead.compactMap { entry in
                 guard let position = state.index[entry.id], state.entries[position].proxy === entry.proxy else {
@@ -241,6 +243,7 @@ final class _ProxyTable: Sendable {
             }
         }
         for proxy in removed { proxy.removeAll(final: true) }
+        return removed.count
     }
 
     /// Removes the entry at `position` by moving the last one into its place.
@@ -260,10 +263,7 @@ final class _ProxyTable: Sendable {
     /// Tears down every entry whose listener died; returns how many.
     @discardableResult
     func sweepAll() -> Int {
-        let entries = state.withLock { $0.entries }
-        let before = count
-        removeIfDead(entries)
-        return before - count
+        removeIfDead(state.withLock { $0.entries })
     }
 
     /// Entries, live or not yet swept (leak tests).
