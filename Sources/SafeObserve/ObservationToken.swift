@@ -1,6 +1,5 @@
-import Synchronization
-
-/// One observation relation: a listener watching one key path of one object.
+/// A handle to one observation relation: a listener watching one key path of
+/// one object.
 ///
 /// `safeObserve(_:by:options:changeHandler:)` returns a token. Keeping it is
 /// optional — relations end by themselves when either side dies — but it is
@@ -13,18 +12,22 @@ import Synchronization
 /// token.invalidate()   // idempotent
 /// ```
 ///
-/// A token does not retain the listener, the observed object or the handler:
-/// holding a token never keeps anything else alive. (It does keep the
-/// listener's *memory* — its allocation, not its contents — from being reused
-/// until the token is released, which is what makes probing the listener safe.)
+/// A token is a small value that keeps nothing alive: not the listener, not
+/// the observed object, not the handler. Once the relation ends, its handler
+/// and everything the handler captured are released even while tokens for it
+/// are still around. (A token does keep the relation's bookkeeping
+/// *allocated* — a few dozen bytes, never its contents — so that its identity
+/// stays unique while the token exists.)
 ///
-/// - Note: Tokens compare by identity. Observing the same key path of the same
-///   object by the same listener twice returns the same token.
-public final class ObservationToken: Hashable, CustomDebugStringConvertible, @unchecked Sendable {
-    // @unchecked Sendable: every stored property is immutable or atomic,
-    // except `_slot`, only touched under the channel's lock.
+/// Tokens compare equal when they refer to the same relation: observing the
+/// same key path of the same object by the same listener twice returns equal
+/// tokens. Tokens of rejected registrations (inert tokens) are all equal.
+public struct ObservationToken: Hashable, CustomDebugStringConvertible, @unchecked Sendable {
+    // @unchecked Sendable: every stored property is immutable; `AnyKeyPath`
+    // is immutable too, and `_relation` is only reached through atomic probes.
 
-    private let _active: Atomic<Bool>
+    /// The relation, never retained; `nil` for an inert token.
+    let _relation: _UnretainedReference?
 
     /// The options the relation was registered with.
     ///
@@ -50,57 +53,37 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
     /// ```
     public let observedObjectID: ObjectIdentifier?
 
-    /// The listener, while it is alive.
+    init(_ relation: _Relation) {
+        _relation = _UnretainedReference(relation)
+        options = relation.options
+        keyPath = relation.keyPath
+        observedObjectID = relation.objectID
+    }
+
+    /// A token that observes nothing (returned for rejected registrations).
+    init(inertWith options: ObservationOptions) {
+        _relation = nil
+        self.options = options
+        keyPath = nil
+        observedObjectID = nil
+    }
+
+    /// The relation, unless it ended and was released.
+    var _liveRelation: _Relation? {
+        guard let object = _relation?.load() else { return nil }
+        // unsafeDowncast: `_relation` is only ever made from a `_Relation`.
+        return unsafeDowncast(object, to: _Relation.self)
+    }
+
+    /// The listener, while the relation is active and the listener alive.
     ///
     /// ```swift
     /// let token = counter.safeObserve(\.count, by: label) { _, _, _ in }
     /// assert(token.listener === label)
     /// ```
     public var listener: AnyObject? {
-        _listener?.load()
-    }
-
-    /// Whether the listener began deinitialization (or there is none).
-    var _isListenerGone: Bool {
-        _listener?.isGone ?? true
-    }
-
-    /// The listener, never retained.
-    let _listener: _UnretainedReference?
-
-    /// The listener's proxy. Strong: the proxy holds its active relations and
-    /// a relation its proxy, a cycle that every way a relation ends breaks
-    /// (removal, either side's teardown, the sweep). A weak reference would
-    /// cost the proxy a side table.
-    let proxy: _ListenerProxy?
-    let channel: _Channel?
-
-    /// Index in the channel's relation list; guarded by the channel's lock.
-    nonisolated(unsafe) var _slot: Int = -1
-    // nonisolated(unsafe): read and written only inside `_Channel.state.withLock`.
-
-    init(
-        keyPath: AnyKeyPath, observedObjectID: ObjectIdentifier, listener: AnyObject,
-        options: ObservationOptions, proxy: _ListenerProxy, channel: _Channel
-    ) {
-        _active = Atomic(true)
-        self.keyPath = keyPath
-        self.observedObjectID = observedObjectID
-        _listener = _UnretainedReference(listener)
-        self.options = options
-        self.proxy = proxy
-        self.channel = channel
-    }
-
-    /// A token that observes nothing (returned for rejected registrations).
-    init(inertWith options: ObservationOptions) {
-        _active = Atomic(false)
-        keyPath = nil
-        observedObjectID = nil
-        _listener = nil
-        self.options = options
-        proxy = nil
-        channel = nil
+        guard let relation = _liveRelation, relation.isActive else { return nil }
+        return relation.listener.load()
     }
 
     /// Whether the relation still delivers changes.
@@ -114,7 +97,7 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
     /// assert(!token.isActive)
     /// ```
     public var isActive: Bool {
-        _active.load(ordering: .acquiring)
+        _liveRelation?.isActive ?? false
     }
 
     /// Ends the relation: its handler is never called again and is released.
@@ -128,25 +111,12 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
     /// token.invalidate()   // no-op
     /// ```
     ///
-    /// - Complexity: Amortized O(*k*), *k* being the key paths the listener
-    ///   observes on this object.
+    /// - Complexity: Amortized O(1).
     public func invalidate() {
-        _remove()
+        _liveRelation?.end()
     }
 
-    /// Flips the relation to removed; `true` for the one caller that did it.
-    func _markRemoved() -> Bool {
-        _active.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
-    }
-
-    /// Removes the relation from both sides, once.
-    func _remove() {
-        guard _markRemoved() else { return }
-        proxy?.forget([self])
-        channel?.remove(self)
-    }
-
-    /// Whether two tokens are the same relation (identity).
+    /// Whether two tokens refer to the same relation.
     ///
     /// ```swift
     /// let first = counter.safeObserve(\.count, by: self) { _, _, _ in }
@@ -154,17 +124,17 @@ public final class ObservationToken: Hashable, CustomDebugStringConvertible, @un
     /// assert(first == again)   // deduplicated: the same relation
     /// ```
     public static func == (lhs: ObservationToken, rhs: ObservationToken) -> Bool {
-        lhs === rhs
+        lhs._relation?.address == rhs._relation?.address
     }
 
-    /// Hashes the token's identity.
+    /// Hashes the relation's identity.
     ///
     /// ```swift
     /// var tokens: Set<ObservationToken> = []
     /// tokens.insert(counter.safeObserve(\.count, by: self) { _, _, _ in })
     /// ```
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(ObjectIdentifier(self))
+        hasher.combine(_relation?.address)
     }
 
     /// A description naming the key path, the listener and the state.

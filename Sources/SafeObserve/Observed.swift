@@ -90,18 +90,24 @@ public struct Observed<Value> {
             return instance[keyPath: storageKeyPath]._value
         }
         @inline(__always) set {
-            guard let sentinel = instance[keyPath: storageKeyPath]._sentinel,
-                var emission = sentinel.channel.beginEmission(on: instance)
-            else {
+            // The sentinel's bits, not a retained reference: the storage never
+            // replaces a sentinel once set, and it lives as long as `instance`,
+            // which the caller keeps alive for this call (and the emission
+            // retains). So the setter borrows it and pays no retain/release.
+            let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+            guard let sentinelAddress = UnsafeRawPointer(bitPattern: sentinelBits) else {
                 instance[keyPath: storageKeyPath]._value = newValue
                 return
             }
-            emission.deliverChange(
-                of: instance,
-                readOld: { instance[keyPath: storageKeyPath]._value },
-                mutate: { instance[keyPath: storageKeyPath]._value = newValue },
-                readNew: { newValue }
-            )
+            // Unmanaged: borrowed as explained above.
+            Unmanaged<_Sentinel>.fromOpaque(sentinelAddress)._withUnsafeGuaranteedRef { sentinel in
+                sentinel.channel.emitChange(
+                    of: instance,
+                    readOld: { instance[keyPath: storageKeyPath]._value },
+                    mutate: { instance[keyPath: storageKeyPath]._value = newValue },
+                    readNew: { newValue }
+                )
+            }
         }
     }
 

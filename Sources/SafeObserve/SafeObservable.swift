@@ -89,8 +89,8 @@ extension SafeObservable {
     public func safeUnobserve<Value>(_ keyPath: KeyPath<Self, Value>, by listener: AnyObject) {
         guard let proxy = _ListenerProxy.of(listener, create: false) else { return }
         let keyPath = keyPath as AnyKeyPath
-        for token in proxy.tokens(on: ObjectIdentifier(self)) where token.keyPath == keyPath {
-            token._remove()
+        for relation in proxy.relations(on: ObjectIdentifier(self)) where relation.keyPath == keyPath {
+            relation.end()
         }
     }
 
@@ -106,8 +106,8 @@ extension SafeObservable {
     ///   this object.
     public func safeUnobserve(by listener: AnyObject) {
         guard let proxy = _ListenerProxy.of(listener, create: false) else { return }
-        for token in proxy.tokens(on: ObjectIdentifier(self)) {
-            token._remove()
+        for relation in proxy.relations(on: ObjectIdentifier(self)) {
+            relation.end()
         }
     }
 
@@ -151,24 +151,24 @@ extension SafeObservable {
         let channel = access.channel
         let object = ObjectIdentifier(self)
         guard
-            let (token, inserted) = proxy.relation(
+            let (relation, inserted) = proxy.relation(
                 for: object, keyPath: keyPath, channel: channel,
                 orInsert: {
-                    ObservationToken(
-                        keyPath: keyPath, observedObjectID: object, listener: listener,
-                        options: options, proxy: proxy, channel: channel)
+                    _Relation(
+                        keyPath: keyPath, objectID: object, listener: listener, options: options,
+                        proxy: proxy, channel: channel, deliver: deliver)
                 })
         else {
             return ObservationToken(inertWith: options)
         }
+        let token = ObservationToken(relation)
         guard inserted else { return token }
 
-        let added = channel.add(token, deliver: deliver)
-        guard added else {
-            token._remove()
+        guard channel.add(relation) else {
+            relation.end()
             return token
         }
-        if options.contains(.initial), token.isActive {
+        if options.contains(.initial), relation.isActive {
             initial(value)
         }
         return token

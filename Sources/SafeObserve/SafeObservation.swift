@@ -28,7 +28,7 @@ public enum SafeObservation {
     ///
     /// - Complexity: O(*n*) in the listener's relations.
     public static func relations(observedBy listener: AnyObject) -> [ObservationToken] {
-        _ListenerProxy.of(listener, create: false)?.tokens(on: nil) ?? []
+        _ListenerProxy.of(listener, create: false)?.relations(on: nil).map(ObservationToken.init) ?? []
     }
 
     /// The active relations on `object`, property by property, in
@@ -69,7 +69,7 @@ public enum SafeObservation {
                 channels += registrar.channels()
             }
         }
-        return channels.flatMap { $0.liveTokens() }
+        return channels.flatMap { $0.liveRelations() }.map(ObservationToken.init)
     }
 }
 

@@ -81,12 +81,10 @@ public final class SafeObservationRegistrar: Sendable {
     public func withMutation<Object: SafeObservable, Value, Result>(
         of object: Object, keyPath: KeyPath<Object, Value>, _ mutation: () throws -> Result
     ) rethrows -> Result {
-        guard let sentinel = sentinel(for: object, keyPath: keyPath, create: false),
-            var emission = sentinel.channel.beginEmission(on: object)
-        else {
+        guard let sentinel = sentinel(for: object, keyPath: keyPath, create: false) else {
             return try mutation()
         }
-        return try emission.deliverChange(
+        return try sentinel.channel.emitChange(
             of: object,
             readOld: { object[keyPath: keyPath] },
             mutate: mutation,

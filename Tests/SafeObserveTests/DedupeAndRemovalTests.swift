@@ -12,7 +12,7 @@ struct DedupeAndRemovalTests {
         let second = counter.safeObserve(\.count, by: listener, options: [.initial, .old]) { _, _, _ in
             log.record("second")
         }
-        #expect(first === second)
+        #expect(first == second)
         #expect(second.options == [.new], "the first registration's options stay")
         #expect(log.entries.isEmpty, "a deduplicated .initial is not delivered")
         counter.count = 1
@@ -27,7 +27,7 @@ struct DedupeAndRemovalTests {
         let first = counter.safeObserve(\.count, by: listener) { _, _, _ in log.record("first") }
         first.invalidate()
         let second = counter.safeObserve(\.count, by: listener) { _, _, _ in log.record("second") }
-        #expect(first !== second)
+        #expect(first != second)
         counter.count = 1
         #expect(log.entries == ["second"])
     }

@@ -81,7 +81,7 @@ struct SafeObservationRegistrarTests {
         let log = EventLog()
         let first = thermostat.safeObserve(\.celsius, by: listener) { _, _, _ in log.record("first") }
         let second = thermostat.safeObserve(\.celsius, by: listener) { _, _, _ in log.record("second") }
-        #expect(first === second)
+        #expect(first == second)
         thermostat.celsius = 10
         thermostat.safeUnobserve(\.celsius, by: listener)
         thermostat.celsius = 11

@@ -37,7 +37,7 @@ case "memory":
         for model in models { model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate() }
         let before = inUse()
         for model in models {
-            model.safeObserve(\.value, by: sink) { sink, _, change in sink.total &+= change.newValue! }
+            model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
         }
         print(
             "bytes per relation (SafeObserver listener, objects already observed)\t\(Double(inUse() - before) / Double(count))"
@@ -50,7 +50,7 @@ case "memory":
         model.safeObserve(\.value, by: sinks[0]) { _, _, _ in }.invalidate()
         let before = inUse()
         for sink in sinks {
-            model.safeObserve(\.value, by: sink) { sink, _, change in sink.total &+= change.newValue! }
+            model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
         }
         print("bytes per relation (each listener new, plain class)\t\(Double(inUse() - before) / Double(count))")
         blackHole((model, sinks))

@@ -8,7 +8,7 @@
 final class _ListenerProxy: Sendable {
     struct State {
         /// Relations by observed object, each list in registration order.
-        var relations: [ObjectIdentifier: _TokenList] = [:]
+        var relations: [ObjectIdentifier: _RelationList] = [:]
         var isTornDown = false
     }
 
@@ -17,7 +17,7 @@ final class _ListenerProxy: Sendable {
     init() {}
 
     /// The active relation for (`object`, `keyPath`) if there is one on
-    /// `channel`; otherwise the token `make` returns, recorded.
+    /// `channel`; otherwise the relation `make` returns, recorded.
     ///
     /// `nil` when the proxy was torn down (its listener is being destroyed).
     /// A relation with the same object identity but another channel belongs to
@@ -26,17 +26,17 @@ final class _ListenerProxy: Sendable {
     /// - Complexity: O(*k*), *k* being the key paths observed on `object`.
     func relation(
         for object: ObjectIdentifier, keyPath: AnyKeyPath, channel: _Channel,
-        orInsert make: () -> ObservationToken
-    ) -> (token: ObservationToken, inserted: Bool)? {
-        let (result, stale) = state.withLock { state -> ((ObservationToken, Bool)?, [ObservationToken]) in
+        orInsert make: () -> _Relation
+    ) -> (relation: _Relation, inserted: Bool)? {
+        let (result, stale) = state.withLock { state -> ((_Relation, Bool)?, [_Relation]) in
             guard !state.isTornDown else { return (nil, []) }
-            var stale: [ObservationToken] = []
+            var stale: [_Relation] = []
             // Mutate the list in place (no copy-on-write of the array).
-            let result = { (list: inout _TokenList) -> (ObservationToken, Bool) in
-                list.removeAll { token in
-                    if !token.isActive { return true }
-                    if token.channel !== channel, token.keyPath == keyPath {
-                        stale.append(token)
+            let result = { (list: inout _RelationList) -> (_Relation, Bool) in
+                list.removeAll { relation in
+                    if !relation.isActive { return true }
+                    if relation.channel !== channel, relation.keyPath == keyPath {
+                        stale.append(relation)
                         return true
                     }
                     return false
@@ -44,39 +44,48 @@ final class _ListenerProxy: Sendable {
                 if let existing = list.first(where: { $0.keyPath == keyPath }) {
                     return (existing, false)
                 }
-                let token = make()
-                list.append(token)
-                return (token, true)
-            }(&state.relations[object, default: _TokenList()])
+                let relation = make()
+                list.append(relation)
+                return (relation, true)
+            }(&state.relations[object, default: _RelationList()])
             return (result, stale)
         }
-        for token in stale { token._remove() }
+        for relation in stale { relation.end() }
         return result
     }
 
-    /// Forgets `tokens` (already marked removed by the caller).
+    /// Forgets `relation` (already ended by the caller).
+    ///
+    /// - Complexity: O(*k*), *k* being the key paths observed on its object.
+    func forget(_ relation: _Relation) {
+        let released = state.withLock { state in Self.forget(relation, in: &state) }
+        // The proxy's reference is dropped here, unlocked.
+        _ = released
+    }
+
+    /// Forgets `relations` (already ended by the caller).
     ///
     /// - Complexity: O(*k* + *m*) per observed object touched.
-    func forget(_ tokens: [ObservationToken]) {
-        state.withLock { state in
-            for token in tokens {
-                guard let object = token.observedObjectID,
-                    let position = state.relations.index(forKey: object)
-                else { continue }
-                // Mutate the list in place (no copy-on-write of the array).
-                state.relations.values[position].removeAll { $0 === token }
-                if state.relations.values[position].isEmpty {
-                    state.relations.remove(at: position)
-                }
-            }
+    func forget(_ relations: [_Relation]) {
+        let released = state.withLock { state in relations.compactMap { Self.forget($0, in: &state) } }
+        _ = released
+    }
+
+    private static func forget(_ relation: _Relation, in state: inout State) -> _Relation? {
+        guard let position = state.relations.index(forKey: relation.objectID) else { return nil }
+        // Mutate the list in place (no copy-on-write of the array).
+        let found = state.relations.values[position].remove(relation)
+        if state.relations.values[position].isEmpty {
+            state.relations.remove(at: position)
         }
+        return found
     }
 
     /// The relations on `object` (or on every object when `nil`).
-    func tokens(on object: ObjectIdentifier?) -> [ObservationToken] {
+    func relations(on object: ObjectIdentifier?) -> [_Relation] {
         state.withLock { state in
             if let object {
-                return (state.relations[object] ?? _TokenList()).filter(\.isActive)
+                return (state.relations[object] ?? _RelationList()).filter(\.isActive)
             }
             return state.relations.values.flatMap { $0.filter(\.isActive) }
         }
@@ -90,19 +99,19 @@ final class _ListenerProxy: Sendable {
         // unobserve that finds this proxy empty must never return while one
         // of them still delivers. Detaching them from their channels (which
         // releases the handlers) happens after unlocking.
-        let ended = state.withLock { state -> [ObservationToken] in
+        let ended = state.withLock { state -> [_Relation] in
             if final { state.isTornDown = true }
-            var ended: [ObservationToken] = []
+            var ended: [_Relation] = []
             for (_, list) in state.relations {
-                for token in list where token._markRemoved() {
-                    ended.append(token)
+                for relation in list where relation.markEnded() {
+                    ended.append(relation)
                 }
             }
             state.relations = [:]
             return ended
         }
-        for token in ended {
-            token.channel?.remove(token)
+        for relation in ended {
+            relation.channel.remove(relation)
         }
     }
 
@@ -122,25 +131,38 @@ final class _ListenerProxy: Sendable {
 ///
 /// Most listeners observe one key path per object: that one is stored inline,
 /// so it costs no array allocation; more go to `tail`.
-struct _TokenList: Sequence {
+struct _RelationList: Sequence {
     /// `nil` only when the list is empty.
-    private var head: ObservationToken?
-    private var tail: ContiguousArray<ObservationToken> = []
+    private var head: _Relation?
+    private var tail: ContiguousArray<_Relation> = []
 
     init() {}
 
     var isEmpty: Bool { head == nil }
 
-    mutating func append(_ token: ObservationToken) {
+    mutating func append(_ relation: _Relation) {
         if head == nil {
-            head = token
+            head = relation
         } else {
-            tail.append(token)
+            tail.append(relation)
         }
     }
 
     /// - Complexity: O(*n*).
-    mutating func removeAll(where shouldBeRemoved: (ObservationToken) -> Bool) {
+    /// Removes `relation` if present; returns it.
+    ///
+    /// - Complexity: O(*n*).
+    mutating func remove(_ relation: _Relation) -> _Relation? {
+        var found: _Relation?
+        removeAll { candidate in
+            guard candidate === relation else { return false }
+            found = candidate
+            return true
+        }
+        return found
+    }
+
+    mutating func removeAll(where shouldBeRemoved: (_Relation) -> Bool) {
         if let first = head, shouldBeRemoved(first) {
             head = nil
         }
@@ -153,10 +175,10 @@ struct _TokenList: Sequence {
     }
 
     struct Iterator: IteratorProtocol {
-        fileprivate var head: ObservationToken?
-        fileprivate var tail: IndexingIterator<ContiguousArray<ObservationToken>>
+        fileprivate var head: _Relation?
+        fileprivate var tail: IndexingIterator<ContiguousArray<_Relation>>
 
-        mutating func next() -> ObservationToken? {
+        mutating func next() -> _Relation? {
             if let first = head {
                 head = nil
                 return first

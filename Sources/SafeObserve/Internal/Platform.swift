@@ -45,13 +45,36 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
         return probe == nil
     }
 
+    /// Retains `object` (+1, for the caller to release) unless its
+    /// deinitialization began.
+    func _tryRetain(_ object: AnyObject) -> Bool {
+        weak let probe = object
+        guard let strong = probe else { return false }
+        // Unmanaged: the +1 the caller releases.
+        _ = Unmanaged.passRetained(strong)
+        return true
+    }
+
+    /// The liveness probes, fetched once per emission (see the native variant).
+    struct _Probe {
+        static var current: _Probe { _Probe() }
+
+        func tryRetain(_ object: AnyObject) -> Bool { _tryRetain(object) }
+
+        func load(_ reference: _UnretainedReference) -> AnyObject? { reference.load() }
+    }
+
     /// A reference to a listener that never keeps it alive.
     struct _UnretainedReference: @unchecked Sendable {
         // @unchecked Sendable: a weak reference is safe to load from any thread.
         private weak let object: AnyObject?
+        /// The object's address, for identity only.
+        let address: UnsafeMutableRawPointer
 
         init(_ object: AnyObject) {
             self.object = object
+            // Unmanaged without a retain: only the address is kept.
+            address = Unmanaged.passUnretained(object).toOpaque()
         }
 
         /// A strong reference unless deinitialization began. Call it outside
@@ -99,6 +122,40 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
         _isDeallocatingFunction(Unmanaged.passUnretained(object).toOpaque())
     }
 
+    /// Retains `object` (+1, for the caller to release) unless its
+    /// deinitialization began.
+    @inline(__always)
+    func _tryRetain(_ object: AnyObject) -> Bool {
+        // Unmanaged without a retain: the caller holds `object` for the call.
+        _tryRetainFunction(Unmanaged.passUnretained(object).toOpaque()) != nil
+    }
+
+    /// The runtime's `swift_tryRetain`, fetched once by a caller that probes
+    /// many objects in a row (a delivery loop), so that each probe is a plain
+    /// indirect call rather than one more check that a global is initialized.
+    struct _Probe {
+        private let tryRetainFunction: @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?
+
+        @inline(__always)
+        static var current: _Probe { _Probe(tryRetainFunction: _tryRetainFunction) }
+
+        /// Retains `object` (+1, for the caller to release) unless its
+        /// deinitialization began.
+        @inline(__always)
+        func tryRetain(_ object: AnyObject) -> Bool {
+            // Unmanaged without a retain: the caller holds `object` for the call.
+            tryRetainFunction(Unmanaged.passUnretained(object).toOpaque()) != nil
+        }
+
+        /// `reference.load()`.
+        @inline(__always)
+        func load(_ reference: _UnretainedReference) -> AnyObject? {
+            guard tryRetainFunction(reference.address) != nil else { return nil }
+            // Unmanaged: balances the +1 that swift_tryRetain just took.
+            return Unmanaged<AnyObject>.fromOpaque(reference.address).takeRetainedValue()
+        }
+    }
+
     /// A reference to a listener that never keeps it alive: an unowned
     /// reference (which keeps the object's allocation, not the object) and its
     /// address, probed with the runtime. A weak reference would do the same but
@@ -111,7 +168,8 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
         /// Keeps the allocation (never read: reading an unowned reference to a
         /// dead object traps). Also: no new object can take this address.
         private unowned let memory: AnyObject
-        private let address: UnsafeMutableRawPointer
+        /// The object's address: its identity, unique while this reference exists.
+        let address: UnsafeMutableRawPointer
 
         init(_ object: AnyObject) {
             memory = object
@@ -148,29 +206,43 @@ func _writeToStandardError(_ message: String) {
     }
 }
 
-// MARK: - Mutex primitive
+// MARK: - Parking primitives (the slow path of `_Mutex`)
 
-/// The platform mutex that ``_Mutex`` wraps.
-@usableFromInline
+/// The platform mutex of a ``_ParkingLot`` bucket.
 typealias _PlatformMutex = pthread_mutex_t
+
+/// The platform condition variable of a ``_ParkingLot`` bucket.
+typealias _PlatformCondition = pthread_cond_t
 
 func _platformMutexInitialize(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
     let status = pthread_mutex_init(mutex, nil)
     precondition(status == 0, "SafeObserve: pthread_mutex_init failed (\(status))")
 }
 
-func _platformMutexDestroy(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
-    _ = pthread_mutex_destroy(mutex)
-}
-
-@usableFromInline
 func _platformMutexLock(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
     let status = pthread_mutex_lock(mutex)
     assert(status == 0, "SafeObserve: pthread_mutex_lock failed (\(status))")
 }
 
-@usableFromInline
 func _platformMutexUnlock(_ mutex: UnsafeMutablePointer<_PlatformMutex>) {
     let status = pthread_mutex_unlock(mutex)
     assert(status == 0, "SafeObserve: pthread_mutex_unlock failed (\(status))")
+}
+
+func _platformConditionInitialize(_ condition: UnsafeMutablePointer<_PlatformCondition>) {
+    let status = pthread_cond_init(condition, nil)
+    precondition(status == 0, "SafeObserve: pthread_cond_init failed (\(status))")
+}
+
+/// Waits on `condition`; `mutex` must be held, and is held again on return.
+func _platformConditionWait(
+    _ condition: UnsafeMutablePointer<_PlatformCondition>, _ mutex: UnsafeMutablePointer<_PlatformMutex>
+) {
+    let status = pthread_cond_wait(condition, mutex)
+    assert(status == 0, "SafeObserve: pthread_cond_wait failed (\(status))")
+}
+
+func _platformConditionBroadcast(_ condition: UnsafeMutablePointer<_PlatformCondition>) {
+    let status = pthread_cond_broadcast(condition)
+    assert(status == 0, "SafeObserve: pthread_cond_broadcast failed (\(status))")
 }

@@ -1,0 +1,83 @@
+import Synchronization
+
+/// Calls one relation's handler.
+///
+/// `change` points to an `ObservedChange<Value>` carrying both the old and the
+/// new value; the closure — created where `safeObserve` was called, so it is
+/// specialized for the concrete types — casts it back and keeps only what the
+/// relation's options ask for. Keeping `Value` out of the channel keeps the
+/// delivery loop free of generic metadata lookups.
+@usableFromInline
+typealias _Deliver =
+    @Sendable (_ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ isPrior: Bool) ->
+    Void
+
+/// One observation relation: a listener watching one key path of one object.
+///
+/// The relation is what both sides hold: the observed property's ``_Channel``
+/// (in its relation list, and in every snapshot a change is being delivered
+/// to) and the listener's ``_ListenerProxy``. It owns the handler, immutably:
+/// so the delivery loop calls it without retaining anything, and the handler
+/// (with whatever it captured) is released exactly when the last of those
+/// holders lets go — after the relation ended and after any delivery that was
+/// still looking at it returned. Users hold an ``ObservationToken``, which
+/// never keeps a relation alive.
+// @unchecked Sendable: every stored property is immutable or atomic, except
+// `slot` (only touched under the channel's lock) and `proxySlot` (only under
+// the proxy's lock).
+final class _Relation: @unchecked Sendable {
+    let deliver: _Deliver
+    let options: ObservationOptions
+    let keyPath: AnyKeyPath
+    let objectID: ObjectIdentifier
+    /// The listener, never retained (probed with `swift_tryRetain`).
+    let listener: _UnretainedReference
+    /// The listener's side. Strong: the proxy holds its active relations and a
+    /// relation its proxy, a cycle that every way a relation ends breaks
+    /// (removal, either side's teardown, the sweeps).
+    let proxy: _ListenerProxy
+    let channel: _Channel
+
+    private let active = Atomic<Bool>(true)
+
+    /// Index in the channel's relation list, or -1.
+    // nonisolated(unsafe): read and written only inside `_Channel.state.withLock`.
+    nonisolated(unsafe) var slot = -1
+
+    init(
+        keyPath: AnyKeyPath, objectID: ObjectIdentifier, listener: AnyObject, options: ObservationOptions,
+        proxy: _ListenerProxy, channel: _Channel, deliver: @escaping _Deliver
+    ) {
+        self.deliver = deliver
+        self.options = options
+        self.keyPath = keyPath
+        self.objectID = objectID
+        self.listener = _UnretainedReference(listener)
+        self.proxy = proxy
+        self.channel = channel
+    }
+
+    /// Whether the relation still delivers changes.
+    var isActive: Bool {
+        active.load(ordering: .acquiring)
+    }
+
+    /// Flips the relation to ended; `true` for the one caller that did it.
+    func markEnded() -> Bool {
+        active.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    /// Ends a relation found with a dead listener during a delivery (kept out
+    /// of line: the delivery loop's cold path).
+    @inline(never)
+    func endForDeadListener() {
+        end()
+    }
+
+    /// Ends the relation and detaches it from both sides, once.
+    func end() {
+        guard markEnded() else { return }
+        proxy.forget(self)
+        channel.remove(self)
+    }
+}
