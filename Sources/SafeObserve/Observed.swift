@@ -127,7 +127,10 @@ public struct Observed<Value> {
             guard !_swift_isDeallocating(instance) else { return }
             sentinel = _Sentinel(object: instance)
         }
-        tracker.record(_Access(object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel!.channel))
+        let field = withUnsafeMutablePointer(to: &sentinel) { _SentinelField(locating: $0, in: instance) }
+        tracker.record(
+            _Access(
+                object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel!.channel, sentinelField: field))
     }
 }
 

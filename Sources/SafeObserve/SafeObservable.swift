@@ -66,10 +66,19 @@ extension SafeObservable {
         options: ObservationOptions = .new,
         changeHandler: @escaping @Sendable (Listener, Self, ObservedChange<Value>) -> Void
     ) -> ObservationToken {
-        // Built here, in the caller's module, so delivery runs specialized code.
-        _register(keyPath, by: listener, options: options, deliver: _makeDeliver(options, changeHandler)) { value in
-            changeHandler(listener, self, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
+        // The handler thunk is built here, in the caller's module, so delivery
+        // runs specialized code; registration itself is not generic.
+        let (token, deliversInitial) = _SafeObserveRegistration.register(
+            self, keyPath: keyPath, listener: listener, options: options,
+            deliver: _makeDeliver(options, changeHandler),
+            types: (Self.self, Value.self, Listener.self),
+            read: { _ = self[keyPath: keyPath] }
+        )
+        if deliversInitial {
+            let current = self[keyPath: keyPath]
+            changeHandler(listener, self, ObservedChange(newValue: current, oldValue: nil, isInitial: true))
         }
+        return token
     }
 
     /// Stops `listener` observing `keyPath` on this object.
@@ -87,11 +96,7 @@ extension SafeObservable {
     /// - Complexity: O(*k*), *k* being the key paths `listener` observes on
     ///   this object.
     public func safeUnobserve<Value>(_ keyPath: KeyPath<Self, Value>, by listener: AnyObject) {
-        guard let proxy = _ListenerProxy.of(listener, create: false) else { return }
-        let keyPath = keyPath as AnyKeyPath
-        for relation in proxy.relations(on: ObjectIdentifier(self)) where relation.keyPath == keyPath {
-            relation.end()
-        }
+        _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: keyPath)
     }
 
     /// Stops `listener` observing every key path of this object.
@@ -105,73 +110,7 @@ extension SafeObservable {
     /// - Complexity: O(*k*), *k* being the key paths `listener` observes on
     ///   this object.
     public func safeUnobserve(by listener: AnyObject) {
-        guard let proxy = _ListenerProxy.of(listener, create: false) else { return }
-        for relation in proxy.relations(on: ObjectIdentifier(self)) {
-            relation.end()
-        }
-    }
-
-    @usableFromInline
-    func _register<Listener: AnyObject, Value>(
-        _ keyPath: KeyPath<Self, Value>,
-        by listener: Listener,
-        options: ObservationOptions,
-        deliver: @escaping _Deliver,
-        initial: (Value) -> Void
-    ) -> ObservationToken {
-        // Only error paths pay for naming the key path.
-        var name: String { _Diagnostics.describe(keyPath) }
-        if _swift_isDeallocating(self) {
-            _Diagnostics.reportProgrammerError(
-                "SafeObserve: cannot observe \(name) on \(Self.self) during the deinit of the \(Self.self)")
-            return ObservationToken(inertWith: options)
-        }
-        if _swift_isDeallocating(listener) {
-            _Diagnostics.reportProgrammerError(
-                "SafeObserve: cannot observe \(name) on \(Self.self) by a \(Listener.self) during its own deinit")
-            return ObservationToken(inertWith: options)
-        }
-
-        let (value, accesses) = _AccessTracker.resolve(keyPath, on: self)
-        guard accesses.count == 1, let access = accesses.first, access.object === self,
-            access.wrappedKeyPath == keyPath
-        else {
-            let reason =
-                accesses.isEmpty
-                ? "the key path reads no @Observed property"
-                : "the key path is not a single @Observed property declared on \(Self.self) "
-                    + "(dotted, optional, computed and subclass-rooted key paths are not supported yet)"
-            _Diagnostics.reportProgrammerError("SafeObserve: cannot observe \(name) on \(Self.self): \(reason)")
-            return ObservationToken(inertWith: options)
-        }
-
-        guard let proxy = _ListenerProxy.of(listener, create: true) else {
-            return ObservationToken(inertWith: options)
-        }
-        let channel = access.channel
-        let object = ObjectIdentifier(self)
-        guard
-            let (relation, inserted) = proxy.relation(
-                for: object, keyPath: keyPath, channel: channel,
-                orInsert: {
-                    _Relation(
-                        keyPath: keyPath, objectID: object, listener: listener, options: options,
-                        proxy: proxy, channel: channel, deliver: deliver)
-                })
-        else {
-            return ObservationToken(inertWith: options)
-        }
-        let token = ObservationToken(relation)
-        guard inserted else { return token }
-
-        guard channel.add(relation) else {
-            relation.end()
-            return token
-        }
-        if options.contains(.initial), relation.isActive {
-            initial(value)
-        }
-        return token
+        _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: nil)
     }
 }
 

@@ -159,6 +159,25 @@ struct LifetimeTests {
         token?.invalidate()  // after both sides died: a no-op
     }
 
+    @Test func aKeptTokenDoesNotKeepTheHandlerAliveOnceTheRelationEnded() {
+        let captures = LifetimeCounter()
+        let counter = Counter()
+        let listener = Listener()
+        var tokens: [ObservationToken] = []
+        do {
+            let captured = Captured(captures)
+            tokens.append(counter.safeObserve(\.count, by: listener) { _, _, _ in _ = captured })
+            tokens.append(counter.safeObserve(\.title, by: listener) { _, _, _ in _ = captured })
+        }
+        tokens[0].invalidate()
+        #expect(captures.liveCount == 1, "the other relation still holds the capture")
+        counter.safeUnobserve(\.title, by: listener)
+        #expect(captures.liveCount == 0, "Handler captures leaked while tokens were held")
+        #expect(tokens.allSatisfy { !$0.isActive })
+        #expect(tokens[0] != tokens[1])
+        #expect(tokens[0].keyPath == \Counter.count, "a token keeps describing its relation after it ended")
+    }
+
     // MARK: Semantics 5 — unobserving from the listener's own deinit
 
     @Test(arguments: [false, true])

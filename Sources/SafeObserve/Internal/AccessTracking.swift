@@ -18,6 +18,9 @@ struct _Access {
     /// The property's relation list (already created: tracking runs only when
     /// an observation is being registered).
     let channel: _Channel
+    /// Where the property's sentinel field sits in `object`, for `@Observed`
+    /// storage (see ``_SentinelField``); `nil` for registrar-backed properties.
+    var sentinelField: _SentinelField? = nil
 }
 
 /// Records which `@Observed` properties a key path reads.
@@ -28,10 +31,8 @@ final class _AccessTracker {
     private(set) var accesses: [_Access] = []
     private var previous: UnsafeMutableRawPointer?
 
-    /// Reads `keyPath` on `root` while recording every `@Observed` access.
-    static func resolve<Root, Value>(
-        _ keyPath: KeyPath<Root, Value>, on root: Root
-    ) -> (value: Value, accesses: [_Access]) {
+    /// Runs `read` while recording every `@Observed` access it makes.
+    static func resolve(_ read: () -> Void) -> [_Access] {
         let tracker = _AccessTracker()
         tracker.previous = _currentTracker.value
         // Unmanaged without a retain: `tracker` is alive until this function returns.
@@ -41,8 +42,8 @@ final class _AccessTracker {
             _activeTrackers.subtract(1, ordering: .relaxed)
             _currentTracker.value = tracker.previous
         }
-        let value = root[keyPath: keyPath]
-        return (value, tracker.accesses)
+        read()
+        return tracker.accesses
     }
 
     /// The tracker of the registration running on this thread, if any.

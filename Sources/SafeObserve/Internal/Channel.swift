@@ -168,20 +168,29 @@ final class _Channel: Sendable {
         return added
     }
 
-    /// - Complexity: Amortized O(1): an ended relation leaves a `nil` slot, and
-    ///   the list is compacted in one pass once those outnumber live relations.
+    /// - Complexity: Amortized O(1): an ended relation leaves a `nil` slot
+    ///   (trailing ones are dropped at once), and the list is compacted in
+    ///   place, in one pass, once those outnumber live relations.
     func remove(_ relation: _Relation) {
         let removed = state.withLock { state -> _Relation? in
             let slot = relation.slot
             guard !state.isTornDown, slot >= 0, slot < state.relations.count,
                 state.relations[slot] === relation
             else { return nil }
-            let removed = state.relations[slot]
-            state.relations[slot] = nil
             relation.slot = -1
+            let removed: _Relation?
+            if slot == state.relations.count - 1 {
+                removed = state.relations.removeLast()
+            } else {
+                removed = state.relations[slot]
+                state.relations[slot] = nil
+            }
             state.liveCount -= 1
             if relation.options.contains(.old) { state.oldCount -= 1 }
             if relation.options.contains(.prior) { state.priorCount -= 1 }
+            while let last = state.relations.last, last == nil {
+                state.relations.removeLast()
+            }
             let ended = state.relations.count - state.liveCount
             if ended >= 16, ended > state.liveCount {
                 Self.compact(&state)
@@ -193,14 +202,16 @@ final class _Channel: Sendable {
         _ = removed
     }
 
+    /// Drops the ended slots, keeping order and capacity.
     private static func compact(_ state: inout State) {
-        var kept = ContiguousArray<_Relation?>()
-        kept.reserveCapacity(state.liveCount)
-        for case let relation? in state.relations {
-            relation.slot = kept.count
-            kept.append(relation)
+        var kept = 0
+        for index in state.relations.indices {
+            guard let relation = state.relations[index] else { continue }
+            relation.slot = kept
+            state.relations[kept] = relation
+            kept += 1
         }
-        state.relations = kept
+        state.relations.removeLast(state.relations.count - kept)
         state.sweepCursor = 0
     }
 

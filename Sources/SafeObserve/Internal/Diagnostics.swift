@@ -40,15 +40,4 @@ enum _Diagnostics {
         }
         return try body()
     }
-
-    /// A readable name for `keyPath`, for messages.
-    static func describe<Root, Value>(_ keyPath: KeyPath<Root, Value>) -> String {
-        let raw = String(describing: keyPath)
-        // Key paths through computed properties print as `<computed 0x… (T)>`;
-        // keep the root and the value type, which is what identifies them.
-        if raw.contains("<computed") {
-            return "\\\(Root.self).<property of type \(Value.self)>"
-        }
-        return raw
-    }
 }

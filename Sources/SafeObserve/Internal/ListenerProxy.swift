@@ -7,8 +7,8 @@
 /// that reaches a dead listener, or by the observed object's death).
 final class _ListenerProxy: Sendable {
     struct State {
-        /// Relations by observed object, each list in registration order.
-        var relations: [ObjectIdentifier: _RelationList] = [:]
+        /// Active relations, filed under their observed object.
+        var relations = _AddressTable<_Relation>()
         var isTornDown = false
     }
 
@@ -16,79 +16,93 @@ final class _ListenerProxy: Sendable {
 
     init() {}
 
-    /// The active relation for (`object`, `keyPath`) if there is one on
-    /// `channel`; otherwise the relation `make` returns, recorded.
+    /// Records `candidate`, unless the proxy already holds an active relation
+    /// for the same object, key path and channel: then returns that one
+    /// (deduplication) and `candidate` is dropped.
     ///
     /// `nil` when the proxy was torn down (its listener is being destroyed).
     /// A relation with the same object identity but another channel belongs to
     /// a dead object whose address was reused: it is replaced, never reused.
     ///
-    /// - Complexity: O(*k*), *k* being the key paths observed on `object`.
-    func relation(
-        for object: ObjectIdentifier, keyPath: AnyKeyPath, channel: _Channel,
-        orInsert make: () -> _Relation
-    ) -> (relation: _Relation, inserted: Bool)? {
-        let (result, stale) = state.withLock { state -> ((_Relation, Bool)?, [_Relation]) in
-            guard !state.isTornDown else { return (nil, []) }
-            var stale: [_Relation] = []
-            // Mutate the list in place (no copy-on-write of the array).
-            let result = { (list: inout _RelationList) -> (_Relation, Bool) in
-                list.removeAll { relation in
-                    if !relation.isActive { return true }
-                    if relation.channel !== channel, relation.keyPath == keyPath {
-                        stale.append(relation)
-                        return true
-                    }
-                    return false
-                }
-                if let existing = list.first(where: { $0.keyPath == keyPath }) {
-                    return (existing, false)
-                }
-                let relation = make()
-                list.append(relation)
-                return (relation, true)
-            }(&state.relations[object, default: _RelationList()])
-            return (result, stale)
+    /// - Complexity: O(*k*) expected, *k* being the key paths observed on the
+    ///   candidate's object.
+    func insert(_ candidate: _Relation) -> (relation: _Relation, inserted: Bool)? {
+        let object = candidate.objectID
+        let keyPath = candidate.keyPath
+        let (result, stale) = state.withLock { state -> ((_Relation, Bool)?, _Relation?) in
+            guard !state.isTornDown else { return (nil, nil) }
+            var stale: _Relation?
+            let sameKeyPath = { (relation: _Relation) in relation.keyPath === keyPath || relation.keyPath == keyPath }
+            if let existing = state.relations.first(under: object, where: sameKeyPath) {
+                if existing.isActive, existing.channel === candidate.channel { return ((existing, false), nil) }
+                // Ended (its `forget` is on its way) or stale: replace it.
+                state.relations.remove(under: object) { $0 === existing }
+                stale = existing
+            }
+            state.relations.insert(candidate)
+            return ((candidate, true), stale)
         }
-        for relation in stale { relation.end() }
+        stale?.end()
         return result
     }
 
     /// Forgets `relation` (already ended by the caller).
     ///
-    /// - Complexity: O(*k*), *k* being the key paths observed on its object.
+    /// - Complexity: O(1) expected.
     func forget(_ relation: _Relation) {
-        let released = state.withLock { state in Self.forget(relation, in: &state) }
+        let released = state.withLock { state in
+            state.relations.remove(under: relation.objectID) { $0 === relation }
+        }
         // The proxy's reference is dropped here, unlocked.
         _ = released
     }
 
     /// Forgets `relations` (already ended by the caller).
     ///
-    /// - Complexity: O(*k* + *m*) per observed object touched.
+    /// - Complexity: O(*m*) expected.
     func forget(_ relations: [_Relation]) {
-        let released = state.withLock { state in relations.compactMap { Self.forget($0, in: &state) } }
+        let released = state.withLock { state in
+            relations.compactMap { relation in state.relations.remove(under: relation.objectID) { $0 === relation } }
+        }
         _ = released
     }
 
-    private static func forget(_ relation: _Relation, in state: inout State) -> _Relation? {
-        guard let position = state.relations.index(forKey: relation.objectID) else { return nil }
-        // Mutate the list in place (no copy-on-write of the array).
-        let found = state.relations.values[position].remove(relation)
-        if state.relations.values[position].isEmpty {
-            state.relations.remove(at: position)
-        }
-        return found
-    }
-
-    /// The relations on `object` (or on every object when `nil`).
+    /// The active relations on `object` (or on every object when `nil`).
+    ///
+    /// - Complexity: O(*k*) expected for one object; O(*n*) for all.
     func relations(on object: ObjectIdentifier?) -> [_Relation] {
         state.withLock { state in
-            if let object {
-                return (state.relations[object] ?? _RelationList()).filter(\.isActive)
-            }
-            return state.relations.values.flatMap { $0.filter(\.isActive) }
+            guard let object else { return state.relations.elements.filter(\.isActive) }
+            return state.relations.elements(under: object).filter(\.isActive)
         }
+    }
+
+    /// Ends the relations on `object` — only the one on `keyPath` when given.
+    ///
+    /// They are marked ended under the lock, like ``removeAll(final:)``
+    /// does, so that no caller returns while one of them still delivers;
+    /// detaching them from their channels happens after unlocking.
+    ///
+    /// - Complexity: O(*k*) expected, *k* being the key paths observed on `object`.
+    func endRelations(on object: ObjectIdentifier, keyPath: AnyKeyPath?) {
+        // The first one inline: one key path per call is the common case and
+        // must not allocate.
+        let (first, others) = state.withLock { state -> (_Relation?, [_Relation]) in
+            var first: _Relation?
+            var others: [_Relation] = []
+            while let relation = state.relations.remove(
+                under: object, where: { keyPath == nil || $0.keyPath === keyPath || $0.keyPath == keyPath })
+            {
+                if relation.markEnded() {
+                    if first == nil { first = relation } else { others.append(relation) }
+                }
+                // One relation per key path: done once it is found.
+                if keyPath != nil { break }
+            }
+            return (first, others)
+        }
+        if let first { first.channel.remove(first) }
+        for relation in others { relation.channel.remove(relation) }
     }
 
     /// Removes every relation; with `final`, the proxy accepts no new ones.
@@ -101,14 +115,7 @@ final class _ListenerProxy: Sendable {
         // releases the handlers) happens after unlocking.
         let ended = state.withLock { state -> [_Relation] in
             if final { state.isTornDown = true }
-            var ended: [_Relation] = []
-            for (_, list) in state.relations {
-                for relation in list where relation.markEnded() {
-                    ended.append(relation)
-                }
-            }
-            state.relations = [:]
-            return ended
+            return state.relations.removeAll().filter { $0.markEnded() }
         }
         for relation in ended {
             relation.channel.remove(relation)
@@ -120,98 +127,39 @@ final class _ListenerProxy: Sendable {
     ///
     /// With `create: false`, nothing is ever allocated (safe inside `deinit`).
     static func of(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
-        if let observer = listener as? any SafeObserver {
-            return observer.observerLifetime.proxy
+        if let lifetime = _ObserverLifetimeLookup.lifetime(of: listener) {
+            return lifetime.proxy
         }
         return _ProxyTable.shared.proxy(for: listener, create: create)
     }
 }
 
-/// The relations a listener holds on one object, in registration order.
-///
-/// Most listeners observe one key path per object: that one is stored inline,
-/// so it costs no array allocation; more go to `tail`.
-struct _RelationList: Sequence {
-    /// `nil` only when the list is empty.
-    private var head: _Relation?
-    private var tail: ContiguousArray<_Relation> = []
-
-    init() {}
-
-    var isEmpty: Bool { head == nil }
-
-    mutating func append(_ relation: _Relation) {
-        if head == nil {
-            head = relation
-        } else {
-            tail.append(relation)
-        }
-    }
-
-    /// - Complexity: O(*n*).
-    /// Removes `relation` if present; returns it.
-    ///
-    /// - Complexity: O(*n*).
-    mutating func remove(_ relation: _Relation) -> _Relation? {
-        var found: _Relation?
-        removeAll { candidate in
-            guard candidate === relation else { return false }
-            found = candidate
-            return true
-        }
-        return found
-    }
-
-    mutating func removeAll(where shouldBeRemoved: (_Relation) -> Bool) {
-        if let first = head, shouldBeRemoved(first) {
-            head = nil
-        }
-        if !tail.isEmpty {
-            tail.removeAll(where: shouldBeRemoved)
-        }
-        if head == nil, !tail.isEmpty {
-            head = tail.removeFirst()
-        }
-    }
-
-    struct Iterator: IteratorProtocol {
-        fileprivate var head: _Relation?
-        fileprivate var tail: IndexingIterator<ContiguousArray<_Relation>>
-
-        mutating func next() -> _Relation? {
-            if let first = head {
-                head = nil
-                return first
-            }
-            return tail.next()
-        }
-    }
-
-    func makeIterator() -> Iterator {
-        Iterator(head: head, tail: tail.makeIterator())
-    }
+extension _Relation: _AddressKeyed {
+    var tableKey: ObjectIdentifier { objectID }
 }
 
 /// Proxies of listeners that do not adopt ``SafeObserver``.
 ///
 /// Such a listener cannot be given a `deinit` hook on Linux, so its proxy is
-/// kept here, next to a weak reference that tells whether it is alive. Each
-/// new entry inspects two old ones (round-robin) and tears down those whose
+/// kept here, next to a reference that tells whether it is alive. Each new
+/// entry inspects two old ones (round-robin) and tears down those whose
 /// listener died, so dead entries never outnumber live ones by more than a
 /// constant factor, with O(1) work per registration.
 final class _ProxyTable: Sendable {
-    struct Entry: Sendable {
-        /// The listener's identity when it registered (the key in `index`).
+    struct Entry: Sendable, _AddressKeyed {
+        /// The listener's identity when it registered.
         let id: ObjectIdentifier
         /// The listener, never retained. (On Linux it also keeps the
         /// listener's allocation, so its address is not reused meanwhile.)
         let listener: _UnretainedReference
         let proxy: _ListenerProxy
+
+        var tableKey: ObjectIdentifier { id }
     }
 
     struct State {
-        var entries: [Entry] = []
-        var index: [ObjectIdentifier: Int] = [:]
+        var entries = _AddressTable<Entry>()
+        /// Round-robin position of the sweep, a slot of `entries`.
         var sweepCursor = 0
     }
 
@@ -219,73 +167,72 @@ final class _ProxyTable: Sendable {
 
     let state = _Mutex(State())
 
-    /// - Complexity: Amortized O(1).
+    /// - Complexity: Amortized O(1) expected.
     func proxy(for listener: AnyObject, create: Bool) -> _ListenerProxy? {
         let id = ObjectIdentifier(listener)
-        let (proxy, candidates) = state.withLock { state -> (_ListenerProxy?, [Entry]) in
-            if let position = state.index[id] {
-                // An entry at this address is this listener's: alive, or inside
-                // its deinit (registering from a deinit is refused earlier).
-                let entry = state.entries[position]
-                if !create || entry.listener.isAlive(heldByCaller: listener) {
-                    return (entry.proxy, [])
-                }
-                return (nil, [])
+        // Fast path: the listener already has its proxy. An entry at this
+        // address is this listener's — alive, or inside its deinit
+        // (registering from a deinit is refused earlier) — unless the
+        // platform can reuse a dead listener's address before its entry is
+        // swept (then it is replaced below).
+        let existing = state.withLock { state -> _ListenerProxy? in
+            state.entries.first(under: id) { entry in
+                !create || entry.listener.isAlive(heldByCaller: listener) ? entry.proxy : nil
             }
-            guard create else { return (nil, []) }
-            // Amortized sweep: two old entries per new one, checked after
-            // unlocking (a liveness check must not run under the lock).
-            var candidates: [Entry] = []
-            for _ in 0..<2 where !state.entries.isEmpty {
-                if state.sweepCursor >= state.entries.count { state.sweepCursor = 0 }
-                candidates.append(state.entries[state.sweepCursor])
-                state.sweepCursor += 1
-            }
-            let proxy = _ListenerProxy()
-            state.index[id] = state.entries.count
-            state.entries.append(Entry(id: id, listener: _UnretainedReference(listener), proxy: proxy))
-            return (proxy, candidates)
         }
-        removeIfDead(candidates)
+        guard create, existing == nil else { return existing }
+        return insertProxy(for: listener, id: id)
+    }
+
+    private func insertProxy(for listener: AnyObject, id: ObjectIdentifier) -> _ListenerProxy {
+        let (proxy, candidates, replaced) = state.withLock { state -> (_ListenerProxy, [Entry], Entry?) in
+            if let entry = state.entries.first(under: id, where: { _ in true }),
+                entry.listener.isAlive(heldByCaller: listener)
+            {
+                return (entry.proxy, [], nil)  // another thread inserted it meanwhile
+            }
+            let replaced = state.entries.remove(under: id) { _ in true }
+            // Amortized sweep: two old entries per new one, probed after
+            // unlocking (a liveness check must not run under the lock).
+            let candidates = [Self.nextSweepCandidate(&state), Self.nextSweepCandidate(&state)].compactMap { $0 }
+            let proxy = _ListenerProxy()
+            state.entries.insert(Entry(id: id, listener: _UnretainedReference(listener), proxy: proxy))
+            return (proxy, candidates, replaced)
+        }
+        replaced?.proxy.removeAll(final: true)
+        for (index, candidate) in candidates.enumerated() where index == 0 || candidate.proxy !== candidates[0].proxy {
+            removeIfDead(candidate)
+        }
         return proxy
     }
 
-    /// Removes, and tears down, those of `candidates` whose listener died;
-    /// returns how many it removed.
-    @discardableResult
-    private func removeIfDead(_ candidates: [Entry]) -> Int {
-        let dead = candidates.filter(\.listener.isGone)
-        guard !dead.isEmpty else { return 0 }
-        let removed = state.withLock { state -> [_ListenerProxy] in
-            dead.compactMap { entry in
-                guard let position = state.index[entry.id], state.entries[position].proxy === entry.proxy else {
-                    return nil
-                }
-                return Self.remove(at: position, from: &state)
-            }
+    /// The next entry, round-robin, for the sweep.
+    private static func nextSweepCandidate(_ state: inout State) -> Entry? {
+        // Empty slots are at most 3/4 of the table: a few steps find an entry.
+        for _ in 0..<state.entries.capacity {
+            if state.sweepCursor >= state.entries.capacity { state.sweepCursor = 0 }
+            defer { state.sweepCursor += 1 }
+            if let entry = state.entries.element(inSlot: state.sweepCursor) { return entry }
         }
-        for proxy in removed { proxy.removeAll(final: true) }
-        return removed.count
+        return nil
     }
 
-    /// Removes the entry at `position` by moving the last one into its place.
-    ///
-    /// - Complexity: O(1).
-    private static func remove(at position: Int, from state: inout State) -> _ListenerProxy {
-        let removed = state.entries[position]
-        state.index[removed.id] = nil
-        let last = state.entries.removeLast()
-        if position < state.entries.count {
-            state.entries[position] = last
-            state.index[last.id] = position
+    /// Removes, and tears down, `entry` if its listener died; returns whether
+    /// it did.
+    @discardableResult
+    private func removeIfDead(_ entry: Entry) -> Bool {
+        guard entry.listener.isGone else { return false }
+        let removed = state.withLock { state in
+            state.entries.remove(under: entry.id) { $0.proxy === entry.proxy }
         }
-        return removed.proxy
+        removed?.proxy.removeAll(final: true)
+        return removed != nil
     }
 
     /// Tears down every entry whose listener died; returns how many.
     @discardableResult
     func sweepAll() -> Int {
-        removeIfDead(state.withLock { $0.entries })
+        state.withLock { $0.entries.elements }.reduce(0) { count, entry in count + (removeIfDead(entry) ? 1 : 0) }
     }
 
     /// Entries, live or not yet swept (leak tests).

@@ -192,9 +192,34 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
 
         /// Whether the object is alive, given that the caller holds a strong
         /// reference to the object with this identity (safe under a lock).
-        func isAlive(heldByCaller listener: AnyObject) -> Bool { !isGone }
+        /// Always: `memory` keeps the address from being reused, so the
+        /// caller's object is this one.
+        func isAlive(heldByCaller listener: AnyObject) -> Bool { true }
     }
 
+#endif
+
+/// The usable size of the heap block starting at `pointer` (a Swift object's
+/// allocation), to validate addresses said to lie inside it.
+func _allocationSize(of pointer: UnsafeRawPointer) -> Int {
+    #if canImport(Darwin)
+        return Int(malloc_size(pointer))
+    #else
+        return Int(_mallocUsableSizeFunction(UnsafeMutableRawPointer(mutating: pointer)))
+    #endif
+}
+
+#if !canImport(Darwin)
+    /// `size_t malloc_usable_size(void *)` (glibc and musl; not in their Swift
+    /// module maps), looked up once. Under AddressSanitizer this finds its
+    /// interceptor, which answers for its own allocations.
+    private let _mallocUsableSizeFunction: @convention(c) (UnsafeMutableRawPointer) -> Int = {
+        guard let symbol = dlsym(nil, "malloc_usable_size") else {
+            preconditionFailure("SafeObserve: the C library does not export malloc_usable_size")
+        }
+        // unsafeBitCast: a C function pointer, to its documented C signature.
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutableRawPointer) -> Int).self)
+    }()
 #endif
 
 /// Writes a line to standard error (diagnostics of release builds).

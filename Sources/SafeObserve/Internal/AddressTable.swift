@@ -1,0 +1,197 @@
+/// Something stored in an ``_AddressTable``, under an object's identity.
+protocol _AddressKeyed {
+    /// The identity the element is filed under (several elements may share it).
+    var tableKey: ObjectIdentifier { get }
+}
+
+/// A hash table keyed by object identity: open addressing, linear probing,
+/// backward-shift deletion (no tombstones).
+///
+/// Why not `Dictionary<ObjectIdentifier, [Element]>`: registering and removing
+/// a relation would hash with SipHash and allocate a list per key, about a
+/// third of what an observation costs. An address only needs a multiplicative
+/// hash, and elements sharing a key simply sit in neighbouring slots.
+/// Starts empty, without storage; grows at 3/4 load; keeps its capacity
+/// until ``removeAll()`` (a listener that observes and unobserves in a loop
+/// must not reallocate each time).
+struct _AddressTable<Element: _AddressKeyed> {
+    private var slots: ContiguousArray<Element?> = []
+    private(set) var count = 0
+
+    init() {}
+
+    var isEmpty: Bool { count == 0 }
+
+    private var mask: Int { slots.count - 1 }
+
+    /// The slot where probing for `key` starts.
+    private static func home(of key: ObjectIdentifier, mask: Int) -> Int {
+        // Heap objects are 16-byte aligned: drop the bits that never vary,
+        // then spread the rest (Fibonacci hashing).
+        let bits = UInt(bitPattern: key) &>> 4
+        return Int(truncatingIfNeeded: (bits &* 0x9E37_79B9_7F4A_7C15) &>> 29) & mask
+    }
+
+    // MARK: Queries
+
+    /// Calls `body` with each element filed under `key` until it returns `false`.
+    ///
+    /// Probes in place: elements are lent to `body`, never copied out (a copy
+    /// would retain their references).
+    ///
+    /// - Complexity: O(1) expected.
+    func forEach(under key: ObjectIdentifier, _ body: (borrowing Element) -> Bool) {
+        guard count > 0 else { return }
+        slots.withUnsafeBufferPointer { slots in
+            let mask = slots.count - 1
+            var index = Self.home(of: key, mask: mask)
+            while let slot = Optional(slots.baseAddress! + index), slot.pointee != nil {
+                if slot.pointee!.tableKey == key, !body(slot.pointee!) { return }
+                index = (index + 1) & mask
+            }
+        }
+    }
+
+    /// The value `project` gives for the first element filed under `key`
+    /// for which it gives one.
+    ///
+    /// - Complexity: O(1) expected.
+    func first<Projection>(under key: ObjectIdentifier, _ project: (borrowing Element) -> Projection?) -> Projection? {
+        var found: Projection?
+        forEach(under: key) { element in
+            found = project(element)
+            return found == nil
+        }
+        return found
+    }
+
+    /// The first element filed under `key` that satisfies `predicate`.
+    ///
+    /// - Complexity: O(1) expected.
+    func first(under key: ObjectIdentifier, where predicate: (Element) -> Bool) -> Element? {
+        first(under: key) { element in predicate(element) ? copy element : nil }
+    }
+
+    /// The elements filed under `key`.
+    ///
+    /// - Complexity: O(1) expected, plus the number of elements returned.
+    func elements(under key: ObjectIdentifier) -> [Element] {
+        var found: [Element] = []
+        forEach(under: key) { element in
+            found.append(copy element)
+            return true
+        }
+        return found
+    }
+
+    /// Every element, in no particular order.
+    ///
+    /// - Complexity: O(capacity).
+    var elements: [Element] {
+        slots.compactMap { $0 }
+    }
+
+    /// The element in `slot`, if any (for round-robin sweeps).
+    ///
+    /// - Complexity: O(1).
+    func element(inSlot slot: Int) -> Element? {
+        slot < slots.count ? slots[slot] : nil
+    }
+
+    /// The number of slots (for round-robin sweeps).
+    var capacity: Int { slots.count }
+
+    // MARK: Mutations
+
+    /// Files `element` under its key.
+    ///
+    /// - Complexity: Amortized O(1) expected.
+    mutating func insert(_ element: Element) {
+        if (count + 1) * 4 > slots.count * 3 {
+            grow()
+        }
+        var index = Self.home(of: element.tableKey, mask: mask)
+        while slots[index] != nil {
+            index = (index + 1) & mask
+        }
+        slots[index] = element
+        count += 1
+    }
+
+    /// Removes and returns the first element filed under `key` that satisfies
+    /// `predicate`.
+    ///
+    /// - Complexity: O(1) expected.
+    @discardableResult
+    mutating func remove(under key: ObjectIdentifier, where predicate: (Element) -> Bool) -> Element? {
+        guard count > 0 else { return nil }
+        var index = Self.home(of: key, mask: mask)
+        while let element = slots[index] {
+            if element.tableKey == key, predicate(element) {
+                removeSlot(index)
+                return element
+            }
+            index = (index + 1) & mask
+        }
+        return nil
+    }
+
+    /// Removes every element and gives the storage back.
+    ///
+    /// - Complexity: O(capacity).
+    mutating func removeAll() -> [Element] {
+        defer {
+            slots = []
+            count = 0
+        }
+        return elements
+    }
+
+    /// Empties `hole`, moving later elements of its probe run back so that
+    /// every element stays reachable from its home slot.
+    private mutating func removeSlot(_ hole: Int) {
+        count -= 1
+        var hole = hole
+        var next = (hole + 1) & mask
+        while let element = slots[next] {
+            let home = Self.home(of: element.tableKey, mask: mask)
+            // `element` may fill the hole if the hole lies, cyclically, in
+            // [home, next): probing from home reaches the hole before next.
+            let movable = next > hole ? (home <= hole || home > next) : (home <= hole && home > next)
+            if movable {
+                slots[hole] = element
+                hole = next
+            }
+            next = (next + 1) & mask
+        }
+        slots[hole] = nil
+    }
+
+    private mutating func grow() {
+        let old = slots
+        slots = ContiguousArray(repeating: nil, count: Swift.max(8, old.count * 2))
+        count = 0
+        for case let element? in old {
+            insert(element)
+        }
+    }
+
+    // MARK: Invariants
+
+    /// Checks that every element is reachable from its home slot and that
+    /// `count` matches (tests and `_checkInvariants`).
+    func _checkInvariants() {
+        var seen = 0
+        for (index, element) in slots.enumerated() {
+            guard let element else { continue }
+            seen += 1
+            var probe = Self.home(of: element.tableKey, mask: mask)
+            while probe != index {
+                precondition(slots[probe] != nil, "_AddressTable: element unreachable from its home slot")
+                probe = (probe + 1) & mask
+            }
+        }
+        precondition(seen == count, "_AddressTable: count \(count) but \(seen) elements")
+        precondition(slots.isEmpty || slots.count & (slots.count - 1) == 0, "_AddressTable: capacity not a power of 2")
+    }
+}

@@ -1,0 +1,98 @@
+/// Where an `@Observed` property keeps its sentinel, as a byte offset from
+/// the start of its object: the same for every instance of the class that
+/// declares the property, and of its subclasses.
+///
+/// Registration resolves a key path by reading it with a tracker installed
+/// (``_AccessTracker``): general, but it costs a key-path application and the
+/// getter's bookkeeping, about 2,300 instructions. The first resolution of a
+/// key path that is exactly one `@Observed` property records this offset in
+/// ``_KeyPathResolutionCache``; later registrations of that key path, on any
+/// instance, reach the sentinel directly.
+struct _SentinelField {
+    let offset: Int
+
+    /// Locates `field` inside `object`, or `nil` if it is not a field of that
+    /// very allocation (then registrations keep using the general path).
+    ///
+    /// Validated, never assumed: the address must lie inside the object's
+    /// allocation, and reading it back through the offset must give the
+    /// sentinel just stored there.
+    init?(locating field: UnsafeMutablePointer<_Sentinel?>, in object: AnyObject) {
+        // Unmanaged without a retain: the caller holds `object`; only its address is used.
+        let base = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
+        let offset = UnsafeRawPointer(field) - base
+        guard offset > 0, offset % MemoryLayout<_Sentinel?>.alignment == 0,
+            offset + MemoryLayout<_Sentinel?>.size <= _allocationSize(of: base),
+            let expected = field.pointee
+        else { return nil }
+        let reread = (base + offset).load(as: UInt.self)
+        guard reread == UInt(bitPattern: ObjectIdentifier(expected)) else { return nil }
+        self.offset = offset
+    }
+
+    /// The channel of the property at this offset in `object`, creating its
+    /// sentinel on first observation; `nil` inside the object's `deinit`.
+    ///
+    /// `object` must be an instance of a class the offset was located in (the
+    /// key path's root guarantees it). Runs under `_sentinelCreationLock`,
+    /// like every other write of a sentinel field.
+    ///
+    /// - Complexity: O(1).
+    func channel(in object: AnyObject) -> _Channel? {
+        _sentinelCreationLock.withLock { _ -> _Channel? in
+            // Unmanaged without a retain: the caller holds `object`.
+            let base = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
+            // A stored `_Sentinel?` of `Observed<Value>`: memory bound to the
+            // storage struct is bound to its fields' types too.
+            let field = (base + offset).assumingMemoryBound(to: _Sentinel?.self)
+            if let sentinel = field.pointee {
+                return sentinel.channel
+            }
+            // Never create a sentinel inside the object's own deinit.
+            guard !_swift_isDeallocating(object) else { return nil }
+            let sentinel = _Sentinel(object: object)
+            field.pointee = sentinel
+            return sentinel.channel
+        }
+    }
+}
+
+/// What the first resolution of each key path learned, by key-path identity.
+///
+/// Key-path literals are instantiated once per use site, so a program's
+/// registrations keep presenting the same few objects. The cache is
+/// direct-mapped and bounded (64 entries, each holding its key path so that
+/// the identity stays valid); a miss, or a key path built anew for every call,
+/// simply takes the general path.
+enum _KeyPathResolutionCache {
+    struct Entry {
+        var keyPath: AnyKeyPath?
+        var field = _SentinelField?.none
+    }
+
+    private static let slotCount = 64
+
+    private static let table = _Mutex(ContiguousArray(repeating: Entry(), count: slotCount))
+
+    private static func slot(of keyPath: AnyKeyPath) -> Int {
+        Int(truncatingIfNeeded: ((UInt(bitPattern: ObjectIdentifier(keyPath)) &>> 4) &* 0x9E37_79B9_7F4A_7C15) &>> 58)
+    }
+
+    /// The sentinel field `keyPath` resolves to, if known.
+    ///
+    /// - Complexity: O(1).
+    static func sentinelField(for keyPath: AnyKeyPath) -> _SentinelField? {
+        let slot = slot(of: keyPath)
+        return table.withLock { table in table[slot].keyPath === keyPath ? table[slot].field : nil }
+    }
+
+    /// Records that `keyPath` is exactly the `@Observed` property at `field`.
+    static func record(_ field: _SentinelField, for keyPath: AnyKeyPath) {
+        let slot = slot(of: keyPath)
+        let replaced = table.withLock { table in
+            defer { table[slot] = Entry(keyPath: keyPath, field: field) }
+            return table[slot]
+        }
+        _ = replaced  // released unlocked
+    }
+}

@@ -1,0 +1,59 @@
+import Testing
+
+@testable import SafeObserve
+
+/// Keys are object identities; these boxes give stable, distinct ones.
+private final class Key {}
+
+private struct Element: _AddressKeyed, Equatable {
+    let tableKey: ObjectIdentifier
+    let value: Int
+}
+
+@Suite("Internal: the address table")
+struct AddressTableTests {
+    /// Random inserts and removals against a dictionary model, with the
+    /// table's own invariants (every element reachable from its home slot,
+    /// count, power-of-2 capacity) checked after every operation.
+    @Test(arguments: [1 as UInt64, 2, 3, 4])
+    func randomInsertsAndRemovals_matchAModel_andKeepEveryElementReachable(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        // Few keys, many values per key: long probe runs and backward shifts.
+        let keys = (0..<40).map { _ in Key() }
+        var table = _AddressTable<Element>()
+        var model: [ObjectIdentifier: [Int]] = [:]
+        for step in 0..<4_000 {
+            let key = ObjectIdentifier(keys[random.next(keys.count)])
+            if random.next(3) > 0 {
+                table.insert(Element(tableKey: key, value: step))
+                model[key, default: []].append(step)
+            } else if let values = model[key], !values.isEmpty {
+                let victim = values[random.next(values.count)]
+                let removed = table.remove(under: key) { $0.value == victim }
+                #expect(removed?.value == victim, "seed \(seed), step \(step)")
+                model[key]!.removeAll { $0 == victim }
+            } else {
+                #expect(table.remove(under: key) { _ in true } == nil, "seed \(seed), step \(step)")
+            }
+            table._checkInvariants()
+            #expect(table.count == model.values.reduce(0) { $0 + $1.count })
+        }
+        for key in keys.map(ObjectIdentifier.init) {
+            #expect(Set(table.elements(under: key).map(\.value)) == Set(model[key] ?? []))
+        }
+        let all = table.removeAll()
+        #expect(all.count == model.values.reduce(0) { $0 + $1.count })
+        #expect(table.isEmpty && table.capacity == 0)
+    }
+
+    @Test func keepsItsCapacityWhenItEmpties_soAListenerThatObservesInALoopDoesNotReallocate() {
+        let key = Key()
+        var table = _AddressTable<Element>()
+        table.insert(Element(tableKey: ObjectIdentifier(key), value: 1))
+        let capacity = table.capacity
+        table.remove(under: ObjectIdentifier(key)) { _ in true }
+        #expect(table.isEmpty)
+        #expect(table.capacity == capacity)
+        withExtendedLifetime(key) {}
+    }
+}

@@ -1,0 +1,53 @@
+import Testing
+
+@testable import SafeObserve
+
+private class Base: SafeObservable {
+    @Observed var count = 0
+    @Observed var name = ""
+}
+
+private final class Derived: Base {
+    @Observed var extra = 0.0
+}
+
+@Suite("Internal: key-path resolution cache")
+struct ResolutionCacheTests {
+    @Test func aPropertyResolvedOnceIsFoundByOffset_onEveryInstance_andOnSubclassInstances() {
+        let keyPath = \Base.count
+        let first = Base()
+        let listener = Peer()
+        first.safeObserve(keyPath, by: listener) { _, _, _ in }
+        let field = _KeyPathResolutionCache.sentinelField(for: keyPath)
+        #expect(field != nil, "the first resolution did not record the property's sentinel field")
+
+        // Other instances, including a subclass's, reach their own property.
+        let log = EventLog()
+        let others: [Base] = [Base(), Derived(), Base()]
+        for (index, object) in others.enumerated() {
+            object.safeObserve(keyPath, by: listener) { _, _, change in log.record("\(index):\(change.newValue!)") }
+        }
+        for (index, object) in others.enumerated() { object.count = 10 + index }
+        #expect(log.entries == ["0:10", "1:11", "2:12"])
+        // And never a neighbouring property.
+        others[1].name = "x"
+        (others[1] as! Derived).extra = 1
+        #expect(log.entries.count == 3)
+        withExtendedLifetime((first, listener)) {}
+    }
+
+    @Test func theSentinelFieldLiesInsideTheObject_andLeadsToThePropertysOwnChannel() {
+        let object = Base()
+        let listener = Peer()
+        let token = object.safeObserve(\.name, by: listener) { _, _, _ in }
+        let field = _KeyPathResolutionCache.sentinelField(for: \Base.name)
+        #expect(field != nil)
+        if let field {
+            let base = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
+            #expect(field.offset > 0 && field.offset < _allocationSize(of: base))
+            let relations = field.channel(in: object)?.liveRelations().map(ObservationToken.init)
+            #expect(relations == [token], "the offset led to another property's channel")
+        }
+        withExtendedLifetime(listener) {}
+    }
+}
