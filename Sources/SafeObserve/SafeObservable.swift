@@ -72,7 +72,8 @@ extension SafeObservable {
             self, keyPath: keyPath, listener: listener, options: options,
             deliver: _makeDeliver(options, changeHandler),
             types: (Self.self, Value.self, Listener.self),
-            read: { _ = self[keyPath: keyPath] }
+            read: { _ = self[keyPath: keyPath] },
+            derive: { _TypedDerivation(keyPath: keyPath) }
         )
         if deliversInitial {
             let current = self[keyPath: keyPath]

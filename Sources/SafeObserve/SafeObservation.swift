@@ -32,7 +32,9 @@ public enum SafeObservation {
     }
 
     /// The active relations on `object`, property by property, in
-    /// registration order.
+    /// registration order — derived key paths rooted at `object`
+    /// (`\.account.balance`, `\.fullName`) included when they read one of
+    /// its `@Observed` properties.
     ///
     /// Relations of a dead listener stay listed until they are cleaned up;
     /// ``ObservationToken/listener`` is `nil` for those.
@@ -69,7 +71,23 @@ public enum SafeObservation {
                 channels += registrar.channels()
             }
         }
-        return channels.flatMap { $0.liveRelations() }.map(ObservationToken.init)
+        // A derived key path rooted here (`\.account.balance`) is listed
+        // through its dependency on one of this object's properties.
+        var listed = Set<ObjectIdentifier>()
+        var relations: [_Relation] = []
+        for relation in channels.flatMap({ $0.liveRelations() }) {
+            var listedRelation: _Relation? = relation
+            if relation.isDependency {
+                // unsafeDowncast: a dependency's listener is always its derivation.
+                listedRelation = relation.listener.load().flatMap {
+                    unsafeDowncast($0, to: _Derivation.self).relation(rootedAt: object)
+                }
+            }
+            if let listedRelation, listed.insert(ObjectIdentifier(listedRelation)).inserted {
+                relations.append(listedRelation)
+            }
+        }
+        return relations.map(ObservationToken.init)
     }
 }
 

@@ -233,17 +233,29 @@ final class _Channel: Sendable {
             return state.relations
         }
         var byProxy: [ObjectIdentifier: (proxy: _ListenerProxy, relations: [_Relation])] = [:]
+        var derivations: [(derivation: _Derivation, dependency: _Relation)] = []
         for case let relation? in relations where relation.markEnded() {
             byProxy[ObjectIdentifier(relation.proxy), default: (relation.proxy, [])].relations.append(relation)
+            if relation.isDependency, let listener = relation.listener.load() {
+                // unsafeDowncast: a dependency's listener is always its derivation.
+                derivations.append((unsafeDowncast(listener, to: _Derivation.self), relation))
+            }
         }
         for (_, group) in byProxy {
             group.proxy.forget(group.relations)
+        }
+        // Derived key paths that read this property learn that its object
+        // died: they end if it was their root, or forget the dependency.
+        for (derivation, dependency) in derivations {
+            derivation.dependencyTornDown(dependency)
         }
         // `relations` (and so every handler) is released here, unlocked.
     }
 
     // MARK: Introspection
 
+    /// The active relations on this property, dependencies of derived key
+    /// paths included.
     func liveRelations() -> [_Relation] {
         state.withLock { state in
             state.relations.compactMap { relation in relation.flatMap { $0.isActive ? $0 : nil } }

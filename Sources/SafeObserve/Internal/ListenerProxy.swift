@@ -101,8 +101,8 @@ final class _ListenerProxy: Sendable {
             }
             return (first, others)
         }
-        if let first { first.channel.remove(first) }
-        for relation in others { relation.channel.remove(relation) }
+        first?.detachFromObservedSide()
+        for relation in others { relation.detachFromObservedSide() }
     }
 
     /// Removes every relation; with `final`, the proxy accepts no new ones.
@@ -118,7 +118,7 @@ final class _ListenerProxy: Sendable {
             return state.relations.removeAll().filter { $0.markEnded() }
         }
         for relation in ended {
-            relation.channel.remove(relation)
+            relation.detachFromObservedSide()
         }
     }
 

@@ -222,6 +222,16 @@ func _allocationSize(of pointer: UnsafeRawPointer) -> Int {
     }()
 #endif
 
+/// The calling thread's identity (for values that wait for a change on the
+/// same thread).
+func _currentThreadID() -> UInt {
+    #if canImport(Darwin)
+        return UInt(bitPattern: pthread_self())
+    #else
+        return UInt(pthread_self())
+    #endif
+}
+
 /// Writes a line to standard error (diagnostics of release builds).
 func _writeToStandardError(_ message: String) {
     var line = message

@@ -11,7 +11,9 @@ enum _SafeObserveRegistration {
     /// - Parameters:
     ///   - types: The root, value and listener types, for messages only.
     ///   - read: Reads `keyPath` on `object`; called with a tracker installed
-    ///     the first time a key path is seen (see ``_AccessTracker``).
+    ///     unless the key path is known to be a single `@Observed` property
+    ///     (see ``_AccessTracker``).
+    ///   - derive: Makes the typed derivation a derived key path needs.
     /// - Returns: The token, and whether the caller must deliver `.initial`
     ///   (a new, still active relation that asked for it).
     @usableFromInline
@@ -22,7 +24,8 @@ enum _SafeObserveRegistration {
         options: ObservationOptions,
         deliver: @escaping _Deliver,
         types: (root: Any.Type, value: Any.Type, listener: Any.Type),
-        read: () -> Void
+        read: () -> Void,
+        derive: () -> _Derivation
     ) -> (token: ObservationToken, deliversInitial: Bool) {
         var inert: (ObservationToken, Bool) { (ObservationToken(inertWith: options), false) }
         if _swift_isDeallocating(object) {
@@ -38,51 +41,73 @@ enum _SafeObserveRegistration {
             return inert
         }
 
-        guard let channel = channel(of: keyPath, on: object, types: types, read: read),
+        guard let resolution = resolve(keyPath, on: object, types: types, read: read),
             let proxy = _ListenerProxy.of(listener, create: true)
         else { return inert }
 
-        // Built before the proxy's lock is taken, and dropped on a dedupe hit.
-        let candidate = _Relation(
-            keyPath: keyPath, objectID: ObjectIdentifier(object), listener: listener, options: options,
-            proxy: proxy, channel: channel, deliver: deliver)
-        guard let (relation, inserted) = proxy.insert(candidate) else { return inert }
-        let token = ObservationToken(relation)
-        guard inserted else { return (token, false) }
-        guard channel.add(relation) else {
-            relation.end()
-            return (token, false)
+        switch resolution {
+        case .property(let channel):
+            // Built before the proxy's lock is taken, and dropped on a dedupe hit.
+            let candidate = _Relation(
+                keyPath: keyPath, objectID: ObjectIdentifier(object), listener: listener, options: options,
+                proxy: proxy, channel: channel, deliver: deliver)
+            guard let (relation, inserted) = proxy.insert(candidate) else { return inert }
+            let token = ObservationToken(relation)
+            guard inserted else { return (token, false) }
+            guard channel.add(relation) else {
+                relation.end()
+                return (token, false)
+            }
+            return (token, options.contains(.initial) && relation.isActive)
+
+        case .derived(let accesses):
+            let derivation = derive()
+            let candidate = _Relation(
+                keyPath: keyPath, objectID: ObjectIdentifier(object), listener: listener, options: options,
+                proxy: proxy, channel: nil, derivation: derivation, deliver: deliver)
+            guard let (relation, inserted) = proxy.insert(candidate) else { return inert }
+            let token = ObservationToken(relation)
+            guard inserted else { return (token, false) }
+            derivation.start(relation: relation, root: object, accesses: accesses)
+            return (token, options.contains(.initial) && relation.isActive)
         }
-        return (token, options.contains(.initial) && relation.isActive)
     }
 
-    /// The channel of the single `@Observed` property `keyPath` is, or `nil`
-    /// (after reporting a programmer error if the key path is not one).
-    private static func channel(
-        of keyPath: AnyKeyPath, on object: AnyObject, types: (root: Any.Type, value: Any.Type, listener: Any.Type),
+    /// What a key path reads.
+    private enum Resolution {
+        /// Exactly one `@Observed` property of the root.
+        case property(_Channel)
+        /// A value derived from these `@Observed` properties.
+        case derived([_Access])
+    }
+
+    /// Resolves `keyPath`, or returns `nil` (after reporting a programmer
+    /// error if it reads no `@Observed` property).
+    private static func resolve(
+        _ keyPath: AnyKeyPath, on object: AnyObject, types: (root: Any.Type, value: Any.Type, listener: Any.Type),
         read: () -> Void
-    ) -> _Channel? {
+    ) -> Resolution? {
         if let field = _KeyPathResolutionCache.sentinelField(for: keyPath) {
             // Seen before: exactly one @Observed property of this class.
-            return field.channel(in: object)
+            return field.channel(in: object).map(Resolution.property)
         }
         let accesses = _AccessTracker.resolve(read)
+        guard !accesses.isEmpty else {
+            _Diagnostics.reportProgrammerError(
+                "SafeObserve: cannot observe \(describe(keyPath, types)) on \(types.root): "
+                    + "the key path reads no @Observed property (observe an @Observed property, or a key path "
+                    + "or computed property that reads one)")
+            return nil
+        }
         guard accesses.count == 1, let access = accesses.first, access.object === object,
             access.wrappedKeyPath == keyPath
         else {
-            let reason =
-                accesses.isEmpty
-                ? "the key path reads no @Observed property"
-                : "the key path is not a single @Observed property declared on \(types.root) "
-                    + "(dotted, optional, computed and subclass-rooted key paths are not supported yet)"
-            _Diagnostics.reportProgrammerError(
-                "SafeObserve: cannot observe \(describe(keyPath, types)) on \(types.root): \(reason)")
-            return nil
+            return .derived(accesses)
         }
         if let field = access.sentinelField {
             _KeyPathResolutionCache.record(field, for: keyPath)
         }
-        return access.channel
+        return .property(access.channel)
     }
 
     /// A readable name for `keyPath`, for messages.

@@ -36,7 +36,15 @@ final class _Relation: @unchecked Sendable {
     /// relation its proxy, a cycle that every way a relation ends breaks
     /// (removal, either side's teardown, the sweeps).
     let proxy: _ListenerProxy
-    let channel: _Channel
+    /// The observed property's channel; `nil` for a derived key path, whose
+    /// `derivation` watches every property the key path reads.
+    let channel: _Channel?
+    /// Keeps a derived key path's value up to date (dotted, optional and
+    /// computed key paths); `nil` for a single `@Observed` property.
+    let derivation: _Derivation?
+    /// Whether this relation is one of a derivation's dependencies (internal:
+    /// its listener is the derivation, and introspection does not list it).
+    let isDependency: Bool
 
     private let active = Atomic<Bool>(true)
 
@@ -46,7 +54,8 @@ final class _Relation: @unchecked Sendable {
 
     init(
         keyPath: AnyKeyPath, objectID: ObjectIdentifier, listener: AnyObject, options: ObservationOptions,
-        proxy: _ListenerProxy, channel: _Channel, deliver: @escaping _Deliver
+        proxy: _ListenerProxy, channel: _Channel?, derivation: _Derivation? = nil, isDependency: Bool = false,
+        deliver: @escaping _Deliver
     ) {
         self.deliver = deliver
         self.options = options
@@ -55,6 +64,8 @@ final class _Relation: @unchecked Sendable {
         self.listener = _UnretainedReference(listener)
         self.proxy = proxy
         self.channel = channel
+        self.derivation = derivation
+        self.isDependency = isDependency
     }
 
     /// Whether the relation still delivers changes.
@@ -78,6 +89,14 @@ final class _Relation: @unchecked Sendable {
     func end() {
         guard markEnded() else { return }
         proxy.forget(self)
-        channel.remove(self)
+        detachFromObservedSide()
+    }
+
+    /// The observed side's half of ending (called once, by whoever ended the
+    /// relation, after its proxy forgot it): leaves the channel, or stops the
+    /// derivation and its dependencies.
+    func detachFromObservedSide() {
+        channel?.remove(self)
+        derivation?.stop()
     }
 }

@@ -1,0 +1,231 @@
+/// Keeps one relation on a derived key path up to date: a dotted path
+/// (`\.account.balance`), an optional chain (`\.child?.count`) or a computed
+/// property (`\.fullName`) — anything whose value is read from `@Observed`
+/// properties.
+///
+/// The derivation watches every property the key path's last evaluation read
+/// (its *dependencies*), each through an ordinary relation on that property's
+/// channel whose listener is the derivation. When one of them changes, it
+/// evaluates the key path again with a tracker installed, re-binds to the
+/// properties that evaluation read (so replacing an intermediate object, or a
+/// computed property taking another branch, moves the observation), and
+/// delivers the new value to the user's relation.
+///
+/// - Old values (`.old`, `.prior`): the dependencies are then registered with
+///   `.prior`, and the key path is evaluated in that phase, before the store;
+///   the value waits on a per-thread stack for the change that follows (a
+///   handler may cause a nested change).
+/// - Lifetimes: the user's relation owns the derivation; the derivation holds
+///   the relation and the root object unretained, probing both. When a
+///   dependency's object dies, its channel tells the derivation: if the root
+///   died, the relation ends (and its handler is released); otherwise the key
+///   path is evaluated again.
+///
+/// - Complexity: Re-binding is O(*d*), *d* being the properties the key path
+///   reads; evaluating costs one read of the key path.
+// @unchecked Sendable: all mutable state is inside `state`'s lock; the typed
+// subclass adds only an immutable key path.
+@usableFromInline
+class _Derivation: @unchecked Sendable {
+    struct State {
+        /// The user's relation (unretained: it owns this derivation).
+        var relation: _UnretainedReference?
+        /// The observed root object (unretained).
+        var root: _UnretainedReference?
+        /// The dependency relations, by channel.
+        var dependencies: [ObjectIdentifier: _Relation] = [:]
+        /// Values captured before a change, per thread, most recent last.
+        var pendingOld: [(thread: UInt, value: Any)] = []
+        var isStopped = false
+    }
+
+    /// The dependency relations' proxy (so that they end like any relation).
+    let proxy = _ListenerProxy()
+    let state = _Mutex(State())
+
+    @usableFromInline
+    init() {}
+
+    // MARK: Typed operations (overridden by `_TypedDerivation`)
+
+    /// Reads the key path on `root`. User code: call it unlocked.
+    func evaluate(_ root: AnyObject) -> Any {
+        preconditionFailure("_Derivation.evaluate(_:) must be overridden")
+    }
+
+    /// Delivers a change to `relation`'s handler.
+    func deliver(_ relation: _Relation, to listener: AnyObject, root: AnyObject, new: Any?, old: Any?, isPrior: Bool) {
+        preconditionFailure("_Derivation.deliver(_:to:root:new:old:isPrior:) must be overridden")
+    }
+
+    // MARK: Lifecycle
+
+    /// Starts watching the properties `accesses` (the registration's read) found.
+    func start(relation: _Relation, root: AnyObject, accesses: [_Access]) {
+        state.withLock { state in
+            state.relation = _UnretainedReference(relation)
+            state.root = _UnretainedReference(root)
+        }
+        rebind(to: accesses, options: relation.options)
+    }
+
+    /// Stops watching (the user's relation ended). Idempotent.
+    func stop() {
+        let dependencies = state.withLock { state -> [_Relation] in
+            state.isStopped = true
+            state.pendingOld = []
+            defer { state.dependencies = [:] }
+            return Array(state.dependencies.values)
+        }
+        proxy.removeAll(final: true)
+        _ = dependencies  // released unlocked
+    }
+
+    /// Makes the dependencies exactly the properties in `accesses`.
+    ///
+    /// - Complexity: O(*d*).
+    private func rebind(to accesses: [_Access], options: ObservationOptions) {
+        var desired: [ObjectIdentifier: _Access] = [:]
+        for access in accesses where desired[ObjectIdentifier(access.channel)] == nil {
+            desired[ObjectIdentifier(access.channel)] = access
+        }
+        // The prior phase is only needed to capture old values.
+        let dependencyOptions: ObservationOptions = options.contains(.old) || options.contains(.prior) ? .prior : []
+        let (dropped, added) = state.withLock { state -> ([_Relation], [_Relation]) in
+            guard !state.isStopped else { return ([], []) }
+            var dropped: [_Relation] = []
+            for (channel, relation) in state.dependencies where desired[channel] == nil {
+                dropped.append(relation)
+                state.dependencies[channel] = nil
+            }
+            var added: [_Relation] = []
+            for (channel, access) in desired where state.dependencies[channel] == nil {
+                let relation = _Relation(
+                    keyPath: access.wrappedKeyPath, objectID: ObjectIdentifier(access.object), listener: self,
+                    options: dependencyOptions, proxy: proxy, channel: access.channel, isDependency: true,
+                    deliver: { derivation, _, _, isPrior in
+                        // unsafeDowncast: a dependency's listener is always its derivation.
+                        unsafeDowncast(derivation, to: _Derivation.self).dependencyChanged(isPrior: isPrior)
+                    })
+                state.dependencies[channel] = relation
+                added.append(relation)
+            }
+            return (dropped, added)
+        }
+        for relation in dropped { relation.end() }
+        for relation in added where proxy.insert(relation) == nil || relation.channel?.add(relation) != true {
+            relation.end()
+        }
+    }
+
+    // MARK: Introspection
+
+    /// The user's relation, while it is active, if `object` is its root.
+    func relation(rootedAt object: AnyObject) -> _Relation? {
+        let (relationReference, rootReference) = state.withLock { state in (state.relation, state.root) }
+        guard rootReference?.address == Unmanaged.passUnretained(object).toOpaque(),
+            let relationObject = relationReference?.load()
+        else { return nil }
+        // unsafeDowncast: `state.relation` is only ever made from a `_Relation`.
+        let relation = unsafeDowncast(relationObject, to: _Relation.self)
+        return relation.isActive ? relation : nil
+    }
+
+    // MARK: Changes
+
+    /// The user's relation and the root, if both are still there; ends the
+    /// relation when the root died.
+    private func relationAndRoot() -> (relation: _Relation, root: AnyObject)? {
+        let (relationReference, rootReference) = state.withLock { state in (state.relation, state.root) }
+        guard let relationObject = relationReference?.load() else { return nil }
+        // unsafeDowncast: `state.relation` is only ever made from a `_Relation`.
+        let relation = unsafeDowncast(relationObject, to: _Relation.self)
+        guard relation.isActive else { return nil }
+        guard let root = rootReference?.load() else {
+            relation.end()
+            return nil
+        }
+        return (relation, root)
+    }
+
+    /// A dependency changed: before the store (`isPrior`) or after it.
+    func dependencyChanged(isPrior: Bool) {
+        guard let (relation, root) = relationAndRoot() else { return }
+        if isPrior {
+            let old = evaluate(root)
+            let thread = _currentThreadID()
+            state.withLock { state in
+                if !state.isStopped { state.pendingOld.append((thread, old)) }
+            }
+            if relation.options.contains(.prior), let listener = relation.listener.load() {
+                deliver(relation, to: listener, root: root, new: nil, old: old, isPrior: true)
+            }
+            return
+        }
+        let thread = _currentThreadID()
+        let old = state.withLock { state -> Any? in
+            guard let index = state.pendingOld.lastIndex(where: { $0.thread == thread }) else { return nil }
+            return state.pendingOld.remove(at: index).value
+        }
+        refresh(relation: relation, root: root, old: old)
+    }
+
+    /// A dependency's object died (its channel was torn down, inside that
+    /// object's `deinit`). If it was the root, the relation ends. Otherwise
+    /// the dependency is forgotten and nothing is evaluated: the key path may
+    /// reach the dying object through an `unowned` reference, and reading it
+    /// now would trap. (A weak reference that becomes `nil` is not a change,
+    /// as with Key-Value Observing; the next change of another dependency
+    /// evaluates the key path again.)
+    func dependencyTornDown(_ dependency: _Relation) {
+        guard relationAndRoot() != nil else { return }
+        let forgotten = state.withLock { state -> _Relation? in
+            guard let channel = dependency.channel else { return nil }
+            let key = ObjectIdentifier(channel)
+            guard state.dependencies[key] === dependency else { return nil }
+            defer { state.dependencies[key] = nil }
+            return state.dependencies[key]
+        }
+        _ = forgotten  // released unlocked
+    }
+
+    /// Evaluates the key path, re-binds, and delivers the new value.
+    private func refresh(relation: _Relation, root: AnyObject, old: Any?) {
+        var new: Any?
+        let accesses = _AccessTracker.resolve { new = evaluate(root) }
+        rebind(to: accesses, options: relation.options)
+        guard relation.isActive else { return }
+        guard let listener = relation.listener.load() else {
+            relation.end()
+            return
+        }
+        deliver(relation, to: listener, root: root, new: new, old: old, isPrior: false)
+    }
+}
+
+/// The typed half of a derivation, created in the caller's module by
+/// `safeObserve` (where `Root` and `Value` are known).
+// @unchecked Sendable: adds only an immutable key path to `_Derivation`.
+@usableFromInline
+final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Sendable {
+    let keyPath: KeyPath<Root, Value>
+
+    @usableFromInline
+    init(keyPath: KeyPath<Root, Value>) {
+        self.keyPath = keyPath
+        super.init()
+    }
+
+    override func evaluate(_ root: AnyObject) -> Any {
+        // unsafeDowncast: the root of a derivation is always its key path's root.
+        unsafeDowncast(root, to: Root.self)[keyPath: keyPath]
+    }
+
+    override func deliver(
+        _ relation: _Relation, to listener: AnyObject, root: AnyObject, new: Any?, old: Any?, isPrior: Bool
+    ) {
+        // The values were produced by `evaluate`, so they are `Value`s.
+        let change = ObservedChange<Value>(newValue: new.map { $0 as! Value }, oldValue: old.map { $0 as! Value })
+        withUnsafePointer(to: change) { relation.deliver(listener, root, $0, isPrior) }
+    }
+}
