@@ -316,6 +316,96 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         }
     }
 
+    /// Observes several key paths of `object`, calling an unbound method of
+    /// the observer that takes no argument.
+    ///
+    /// ```swift
+    /// controller.observe(account, keyPaths: \.balance, \.owner, action: AccountView.reload)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: `@Observed` properties of `object`.
+    ///   - options: When the method is called; `[.new]` by default.
+    ///   - action: An unbound method of the observer, such as `AccountView.reload`.
+    /// - Complexity: Amortized O(*n* · *k*) for *n* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
+    public func observe<Object: SafeObservable, each Value>(
+        _ object: Object,
+        keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        action: @escaping @Sendable (Observer) -> () -> Void
+    ) {
+        withRegistration(of: object) { isCancelled in
+            for keyPath in repeat each keyPaths {
+                guard !isCancelled() else { break }
+                registerErased(object, keyPath, options, Self.callingErased(action))
+            }
+        }
+    }
+
+    /// Observes several key paths of `object`, calling an unbound method of
+    /// the observer that takes the change.
+    ///
+    /// ```swift
+    /// extension AccountView {
+    ///     func accountChanged(_ change: ObservedKeyPathChange<Account>) { ... }
+    /// }
+    /// controller.observe(account, keyPaths: \.balance, \.owner, action: AccountView.accountChanged)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: `@Observed` properties of `object`.
+    ///   - options: What each change carries; `[.new]` by default.
+    ///   - action: An unbound method of the observer taking the change.
+    /// - Complexity: Amortized O(*n* · *k*) for *n* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
+    public func observe<Object: SafeObservable, each Value>(
+        _ object: Object,
+        keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Object>) -> Void
+    ) {
+        withRegistration(of: object) { isCancelled in
+            for keyPath in repeat each keyPaths {
+                guard !isCancelled() else { break }
+                registerErased(object, keyPath, options, Self.callingErased(action))
+            }
+        }
+    }
+
+    /// Observes several key paths of `object`, calling an unbound method of
+    /// the observer that takes the change and the object.
+    ///
+    /// ```swift
+    /// extension AccountView {
+    ///     func accountChanged(_ change: ObservedKeyPathChange<Account>, of account: Account) { ... }
+    /// }
+    /// controller.observe(account, keyPaths: \.balance, \.owner, action: AccountView.accountChanged)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: `@Observed` properties of `object`.
+    ///   - options: What each change carries; `[.new]` by default.
+    ///   - action: An unbound method of the observer taking the change and the object.
+    /// - Complexity: Amortized O(*n* · *k*) for *n* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
+    public func observe<Object: SafeObservable, each Value>(
+        _ object: Object,
+        keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Object>, Object) -> Void
+    ) {
+        withRegistration(of: object) { isCancelled in
+            for keyPath in repeat each keyPaths {
+                guard !isCancelled() else { break }
+                registerErased(object, keyPath, options, Self.callingErased(action))
+            }
+        }
+    }
+
     /// Observes several key paths of `object`, delivering each change to the
     /// observer's ``ObservationControllerDelegate`` method.
     ///
@@ -405,6 +495,9 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     /// //   Inbox ObjectIdentifier(0x…): \Inbox.unread [.new, .initial]; \Inbox.title [.new]
     /// // }
     /// ```
+    ///
+    /// Objects, and the key paths of one object, are listed in no particular
+    /// order. Relations whose observed object died are not listed.
     ///
     /// - Complexity: O(*n*) in the relations of this controller.
     public var debugDescription: String {
@@ -594,6 +687,24 @@ extension ObservationController {
         // accepts names a stored @Observed property (no captured subscript arguments).
         nonisolated(unsafe) let keyPath = keyPath
         return { observer, object, change in body(observer, object, ObservedKeyPathChange(keyPath, change)) }
+    }
+
+    private static func callingErased<Root: AnyObject>(
+        _ action: @escaping @Sendable (Observer) -> () -> Void
+    ) -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+        { observer, _, _ in action(observer)() }
+    }
+
+    private static func callingErased<Root: AnyObject>(
+        _ action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Root>) -> Void
+    ) -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+        { observer, _, change in action(observer)(change) }
+    }
+
+    private static func callingErased<Root: AnyObject>(
+        _ action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Root>, Root) -> Void
+    ) -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+        { observer, object, change in action(observer)(change, object) }
     }
 
     private static func notifyingDelegate<Root: AnyObject>()

@@ -108,6 +108,25 @@ struct ObservationControllerTests {
         #expect(observer.log.entries == ["change nil->0 initial of inbox", "change nil->1 of inbox"])
     }
 
+    @Test func actions_onSeveralKeyPaths_callTheObserversMethodsInEachArity() {
+        let counter = Counter()
+        counter.title = "inbox"
+        let observer = ControllerObserver()
+        let controller = observer.observationController
+        controller.observe(counter, keyPaths: \.count, action: ControllerObserver.refresh)
+        controller.observe(
+            counter, keyPaths: \.title, options: [.old, .new], action: ControllerObserver.counterChanged(_:))
+        counter.count = 1
+        counter.title = "mail"
+        let other = Counter()
+        controller.observe(other, keyPaths: \.count, \.title, action: ControllerObserver.counterChanged(_:of:))
+        other.count = 2
+        #expect(
+            observer.log.entries == [
+                "refresh", "erased title inbox->mail", "erased count nil->2 of untitled",
+            ])
+    }
+
     @Test func action_doesNotRetainTheObserver() {
         let observers = LifetimeCounter()
         let counter = Counter()

@@ -27,6 +27,12 @@ class ControllerObserver: ObservationControllerDelegate, ObservationControllerOw
         log.record("change \(describe(change)) of \(counter.title)")
     }
 
+    func counterChanged(_ change: ObservedKeyPathChange<Counter>) { log.record("erased \(describe(change))") }
+
+    func counterChanged(_ change: ObservedKeyPathChange<Counter>, of counter: Counter) {
+        log.record("erased \(describe(change)) of \(counter.title)")
+    }
+
     func observationController<Object: AnyObject>(didObserve change: ObservedKeyPathChange<Object>, of object: Object) {
         log.record("delegate \(describe(change))")
     }
