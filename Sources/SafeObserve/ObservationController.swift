@@ -148,8 +148,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - options: What the change carries; `[.new]` by default.
     ///   - changeHandler: Called synchronously on the thread that made the
     ///     change, while the observer is alive.
-    /// - Complexity: Amortized O(*k*), *k* being the key paths this controller
-    ///   observes on `object`.
+    /// - Complexity: O(*n*) in the relations of this controller (its
+    ///   bookkeeping of observed objects takes a snapshot of them).
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -177,8 +177,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - keyPath: An `@Observed` property of `object`.
     ///   - options: When the method is called; `[.new]` by default.
     ///   - action: An unbound method of the observer, such as `InboxBadge.refresh`.
-    /// - Complexity: Amortized O(*k*), *k* being the key paths this controller
-    ///   observes on `object`.
+    /// - Complexity: O(*n*) in the relations of this controller (its
+    ///   bookkeeping of observed objects takes a snapshot of them).
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -205,8 +205,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - keyPath: An `@Observed` property of `object`.
     ///   - options: What the change carries; `[.new]` by default.
     ///   - action: An unbound method of the observer taking the change.
-    /// - Complexity: Amortized O(*k*), *k* being the key paths this controller
-    ///   observes on `object`.
+    /// - Complexity: O(*n*) in the relations of this controller (its
+    ///   bookkeeping of observed objects takes a snapshot of them).
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -233,8 +233,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - keyPath: An `@Observed` property of `object`.
     ///   - options: What the change carries; `[.new]` by default.
     ///   - action: An unbound method of the observer taking the change and the object.
-    /// - Complexity: Amortized O(*k*), *k* being the key paths this controller
-    ///   observes on `object`.
+    /// - Complexity: O(*n*) in the relations of this controller (its
+    ///   bookkeeping of observed objects takes a snapshot of them).
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -260,8 +260,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPath: An `@Observed` property of `object`.
     ///   - options: What the change carries; `[.new]` by default.
-    /// - Complexity: Amortized O(*k*), *k* being the key paths this controller
-    ///   observes on `object`.
+    /// - Complexity: O(*n*) in the relations of this controller (its
+    ///   bookkeeping of observed objects takes a snapshot of them).
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -300,8 +300,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - options: What each change carries; `[.new]` by default.
     ///   - changeHandler: Called synchronously on the thread that made the
     ///     change, while the observer is alive.
-    /// - Complexity: Amortized O(*n* · *k*) for *n* key paths, *k* being the
-    ///   key paths this controller observes on `object`.
+    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
+    ///   paths this controller observes on `object` and *n* its relations.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
@@ -328,8 +328,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - keyPaths: `@Observed` properties of `object`.
     ///   - options: When the method is called; `[.new]` by default.
     ///   - action: An unbound method of the observer, such as `AccountView.reload`.
-    /// - Complexity: Amortized O(*n* · *k*) for *n* key paths, *k* being the
-    ///   key paths this controller observes on `object`.
+    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
+    ///   paths this controller observes on `object` and *n* its relations.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
@@ -359,8 +359,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - keyPaths: `@Observed` properties of `object`.
     ///   - options: What each change carries; `[.new]` by default.
     ///   - action: An unbound method of the observer taking the change.
-    /// - Complexity: Amortized O(*n* · *k*) for *n* key paths, *k* being the
-    ///   key paths this controller observes on `object`.
+    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
+    ///   paths this controller observes on `object` and *n* its relations.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
@@ -390,8 +390,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - keyPaths: `@Observed` properties of `object`.
     ///   - options: What each change carries; `[.new]` by default.
     ///   - action: An unbound method of the observer taking the change and the object.
-    /// - Complexity: Amortized O(*n* · *k*) for *n* key paths, *k* being the
-    ///   key paths this controller observes on `object`.
+    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
+    ///   paths this controller observes on `object` and *n* its relations.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
@@ -417,8 +417,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPaths: `@Observed` properties of `object`.
     ///   - options: What each change carries; `[.new]` by default.
-    /// - Complexity: Amortized O(*n* · *k*) for *n* key paths, *k* being the
-    ///   key paths this controller observes on `object`.
+    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
+    ///   paths this controller observes on `object` and *n* its relations.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
