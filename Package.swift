@@ -29,6 +29,12 @@ let package = Package(
             path: "Examples/SafeObserveDemo",
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "ControllerDemo",
+            dependencies: ["SafeObserve"],
+            path: "Examples/ControllerDemo",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SafeObserveTests",
             dependencies: ["SafeObserve"],

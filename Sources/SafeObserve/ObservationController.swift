@@ -1,0 +1,717 @@
+import Synchronization
+
+/// An observer-owned set of relations, ended together when the controller
+/// dies: SafeObserve's counterpart of Facebook's KVOController.
+///
+/// Keep a controller in a stored property of the observer (or adopt
+/// ``ObservationControllerOwner`` for a lazily created one) and observe
+/// through it. The controller holds the observer weakly and passes it to every
+/// callback, so callbacks never need to capture it:
+///
+/// ```swift
+/// final class InboxBadge {
+///     lazy var controller = ObservationController(observer: self)
+///     var text = ""
+///
+///     func show(_ inbox: Inbox) {
+///         controller.observe(inbox, keyPath: \.unread, options: [.initial, .new]) { badge, _, change in
+///             badge.text = "\(change.newValue!)"
+///         }
+///     }
+/// }
+/// ```
+///
+/// Callbacks come in three styles: a closure `(observer, object, change)`; an
+/// unbound method of the observer (`action: InboxBadge.refresh`, the
+/// counterpart of KVOController's `action:` selectors), which does not retain
+/// the observer; or, with neither, the observer's
+/// ``ObservationControllerDelegate`` method.
+///
+/// ## One mechanism
+///
+/// The controller observes through a private listener that adopts
+/// ``SafeObserver``; every relation is an ordinary
+/// ``SafeObservable/safeObserve(_:by:options:changeHandler:)`` relation of
+/// that listener, so every guarantee of SafeObserve applies unchanged.
+///
+/// ## Lifetimes
+///
+/// - When the controller is released, its `deinit` ends every relation it
+///   holds, synchronously, and releases every callback (and its captures).
+/// - The observer is never retained. A change that arrives after it died is
+///   dropped.
+/// - With `retainsObserved` (the default, as in KVOController) the controller
+///   keeps each observed object alive until it is unobserved — except the
+///   observer itself, which may observe itself without a retain cycle.
+///   Without it, an observed object may die first; its relations then end by
+///   themselves and the controller keeps nothing for it.
+///
+/// ## Deduplication
+///
+/// Observing the same (object, key path) through one controller twice is one
+/// relation: the second call does nothing, and its callback and options are
+/// discarded (the first registration wins, as in KVOController). To replace
+/// a callback, ``unobserve(_:keyPath:)`` first.
+///
+/// ## Threading
+///
+/// Every method may be called from any thread, and from inside any callback
+/// (re-entrancy is supported: observe, unobserve, mutate or release anything).
+/// Callbacks run synchronously on the thread that changed the property, never
+/// while the controller or SafeObserve holds a lock. Once `deinit` or an
+/// `unobserve` returns, no further callback starts for the relations it ended;
+/// a callback already running on another thread may finish.
+///
+/// - Note: Callbacks are `@Sendable` because they run on whichever thread
+///   makes the change. Unbound method references (`InboxBadge.refresh`)
+///   capture nothing and always qualify.
+public final class ObservationController<Observer: AnyObject>: CustomDebugStringConvertible, @unchecked Sendable {
+    // @unchecked Sendable: the only mutable state is `state`, reached only
+    // inside `withLock`; `relay` and `retainsObserved` are immutable, and the
+    // observer is reached only through the relay's weak reference.
+
+    /// Whether the controller keeps the objects it observes alive.
+    ///
+    /// ```swift
+    /// let controller = ObservationController(observer: self, retainsObserved: false)
+    /// assert(!controller.retainsObserved)
+    /// ```
+    public let retainsObserved: Bool
+
+    /// The listener every relation of this controller belongs to.
+    let relay: Relay
+
+    private let state = _Mutex(State())
+
+    /// Creates a controller for `observer`.
+    ///
+    /// The controller holds `observer` weakly: store the controller in the
+    /// observer (`lazy var controller = ObservationController(observer: self)`)
+    /// and it dies with it, ending its relations.
+    ///
+    /// ```swift
+    /// let controller = ObservationController(observer: badge)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - observer: The object passed to every callback. Not retained.
+    ///   - retainsObserved: Whether observed objects are kept alive until
+    ///     unobserved; `true` by default, as in KVOController.
+    public init(observer: Observer, retainsObserved: Bool = true) {
+        self.retainsObserved = retainsObserved
+        relay = Relay(observer)
+    }
+
+    /// A controller whose observer is gone before it was created (see
+    /// ``ObservationControllerOwner``): it observes nothing.
+    init(detachedWithRetainsObserved retainsObserved: Bool) {
+        self.retainsObserved = retainsObserved
+        relay = Relay(nil)
+    }
+
+    deinit {
+        // Callbacks still running elsewhere see the flag; none starts after this.
+        relay.isEnabled.store(false, ordering: .releasing)
+        // Synchronous even if a delivery elsewhere holds the relay for a moment.
+        SafeObservation.removeAll(observedBy: relay)
+        // `state` (and the observed objects it retains) is released after this body.
+    }
+
+    /// The observer, while it is alive.
+    ///
+    /// ```swift
+    /// assert(controller.observer === badge)
+    /// ```
+    public var observer: Observer? {
+        relay.observer
+    }
+
+    // MARK: One key path
+
+    /// Observes `keyPath` of `object`, calling `changeHandler` with the
+    /// observer, the object and the change.
+    ///
+    /// ```swift
+    /// controller.observe(inbox, keyPath: \.unread, options: [.initial, .new]) { badge, inbox, change in
+    ///     badge.text = "\(change.newValue!)"
+    /// }
+    /// ```
+    ///
+    /// Observing an (object, key path) this controller already observes does
+    /// nothing: the first handler stays. A key path that is not an `@Observed`
+    /// property is reported as by `safeObserve` (debug builds stop; release
+    /// builds ignore the call). Nothing happens once the observer is gone.
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPath: An `@Observed` property of `object`.
+    ///   - options: What the change carries; `[.new]` by default.
+    ///   - changeHandler: Called synchronously on the thread that made the
+    ///     change, while the observer is alive.
+    /// - Complexity: O(*n*) in the relations of this controller (its
+    ///   bookkeeping of observed objects takes a snapshot of them).
+    public func observe<Object: SafeObservable, Value>(
+        _ object: Object,
+        keyPath: KeyPath<Object, Value>,
+        options: ObservationOptions = .new,
+        changeHandler: @escaping @Sendable (Observer, Object, ObservedChange<Value>) -> Void
+    ) {
+        withRegistration(of: object) { _ in
+            register(object, keyPath, options, changeHandler)
+        }
+    }
+
+    /// Observes `keyPath` of `object`, calling an unbound method of the
+    /// observer that takes no argument.
+    ///
+    /// The counterpart of KVOController's `action:` with a selector taking
+    /// nothing. An unbound method reference captures nothing, so the observer
+    /// is not retained.
+    ///
+    /// ```swift
+    /// controller.observe(inbox, keyPath: \.unread, action: InboxBadge.refresh)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPath: An `@Observed` property of `object`.
+    ///   - options: When the method is called; `[.new]` by default.
+    ///   - action: An unbound method of the observer, such as `InboxBadge.refresh`.
+    /// - Complexity: O(*n*) in the relations of this controller (its
+    ///   bookkeeping of observed objects takes a snapshot of them).
+    public func observe<Object: SafeObservable, Value>(
+        _ object: Object,
+        keyPath: KeyPath<Object, Value>,
+        options: ObservationOptions = .new,
+        action: @escaping @Sendable (Observer) -> () -> Void
+    ) {
+        withRegistration(of: object) { _ in
+            register(object, keyPath, options, Self.calling(action))
+        }
+    }
+
+    /// Observes `keyPath` of `object`, calling an unbound method of the
+    /// observer that takes the change.
+    ///
+    /// ```swift
+    /// extension InboxBadge {
+    ///     func unreadChanged(_ change: ObservedChange<Int>) { text = "\(change.newValue!)" }
+    /// }
+    /// controller.observe(inbox, keyPath: \.unread, action: InboxBadge.unreadChanged)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPath: An `@Observed` property of `object`.
+    ///   - options: What the change carries; `[.new]` by default.
+    ///   - action: An unbound method of the observer taking the change.
+    /// - Complexity: O(*n*) in the relations of this controller (its
+    ///   bookkeeping of observed objects takes a snapshot of them).
+    public func observe<Object: SafeObservable, Value>(
+        _ object: Object,
+        keyPath: KeyPath<Object, Value>,
+        options: ObservationOptions = .new,
+        action: @escaping @Sendable (Observer) -> (ObservedChange<Value>) -> Void
+    ) {
+        withRegistration(of: object) { _ in
+            register(object, keyPath, options, Self.calling(action))
+        }
+    }
+
+    /// Observes `keyPath` of `object`, calling an unbound method of the
+    /// observer that takes the change and the object.
+    ///
+    /// ```swift
+    /// extension InboxBadge {
+    ///     func unreadChanged(_ change: ObservedChange<Int>, of inbox: Inbox) { ... }
+    /// }
+    /// controller.observe(inbox, keyPath: \.unread, action: InboxBadge.unreadChanged)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPath: An `@Observed` property of `object`.
+    ///   - options: What the change carries; `[.new]` by default.
+    ///   - action: An unbound method of the observer taking the change and the object.
+    /// - Complexity: O(*n*) in the relations of this controller (its
+    ///   bookkeeping of observed objects takes a snapshot of them).
+    public func observe<Object: SafeObservable, Value>(
+        _ object: Object,
+        keyPath: KeyPath<Object, Value>,
+        options: ObservationOptions = .new,
+        action: @escaping @Sendable (Observer) -> (ObservedChange<Value>, Object) -> Void
+    ) {
+        withRegistration(of: object) { _ in
+            register(object, keyPath, options, Self.calling(action))
+        }
+    }
+
+    /// Observes `keyPath` of `object`, delivering to the observer's
+    /// ``ObservationControllerDelegate`` method.
+    ///
+    /// ```swift
+    /// controller.observe(inbox, keyPath: \.unread)   // badge adopts ObservationControllerDelegate
+    /// ```
+    ///
+    /// An observer that does not adopt ``ObservationControllerDelegate`` is a
+    /// programmer error: debug builds stop, release builds ignore the call.
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPath: An `@Observed` property of `object`.
+    ///   - options: What the change carries; `[.new]` by default.
+    /// - Complexity: O(*n*) in the relations of this controller (its
+    ///   bookkeeping of observed objects takes a snapshot of them).
+    public func observe<Object: SafeObservable, Value>(
+        _ object: Object,
+        keyPath: KeyPath<Object, Value>,
+        options: ObservationOptions = .new
+    ) {
+        guard observerIsDelegate() else { return }
+        withRegistration(of: object) { _ in
+            registerErased(object, keyPath, options, Self.notifyingDelegate())
+        }
+    }
+
+    // MARK: Several key paths
+
+    /// Observes several key paths of `object` with one handler; each change
+    /// names the key path it came from.
+    ///
+    /// Each key path is its own relation, so changes arrive one by one, in
+    /// the order they happen; `.initial` deliveries arrive in argument order.
+    ///
+    /// ```swift
+    /// controller.observe(account, keyPaths: \.balance, \.owner, options: [.initial, .new]) { view, _, change in
+    ///     switch change.keyPath {
+    ///     case \Account.balance: view.balance = change.newValue as! Int
+    ///     default: view.owner = change.newValue as! String
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Unobserving `object` inside an `.initial` delivery also skips the key
+    /// paths not registered yet. Key paths already observed by this controller
+    /// keep their first callback.
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: `@Observed` properties of `object`.
+    ///   - options: What each change carries; `[.new]` by default.
+    ///   - changeHandler: Called synchronously on the thread that made the
+    ///     change, while the observer is alive.
+    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
+    ///   paths this controller observes on `object` and *n* its relations.
+    public func observe<Object: SafeObservable, each Value>(
+        _ object: Object,
+        keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        changeHandler: @escaping @Sendable (Observer, Object, ObservedKeyPathChange<Object>) -> Void
+    ) {
+        withRegistration(of: object) { isCancelled in
+            for keyPath in repeat each keyPaths {
+                guard !isCancelled() else { break }
+                registerErased(object, keyPath, options, changeHandler)
+            }
+        }
+    }
+
+    /// Observes several key paths of `object`, calling an unbound method of
+    /// the observer that takes no argument.
+    ///
+    /// ```swift
+    /// controller.observe(account, keyPaths: \.balance, \.owner, action: AccountView.reload)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: `@Observed` properties of `object`.
+    ///   - options: When the method is called; `[.new]` by default.
+    ///   - action: An unbound method of the observer, such as `AccountView.reload`.
+    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
+    ///   paths this controller observes on `object` and *n* its relations.
+    public func observe<Object: SafeObservable, each Value>(
+        _ object: Object,
+        keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        action: @escaping @Sendable (Observer) -> () -> Void
+    ) {
+        withRegistration(of: object) { isCancelled in
+            for keyPath in repeat each keyPaths {
+                guard !isCancelled() else { break }
+                registerErased(object, keyPath, options, Self.callingErased(action))
+            }
+        }
+    }
+
+    /// Observes several key paths of `object`, calling an unbound method of
+    /// the observer that takes the change.
+    ///
+    /// ```swift
+    /// extension AccountView {
+    ///     func accountChanged(_ change: ObservedKeyPathChange<Account>) { ... }
+    /// }
+    /// controller.observe(account, keyPaths: \.balance, \.owner, action: AccountView.accountChanged)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: `@Observed` properties of `object`.
+    ///   - options: What each change carries; `[.new]` by default.
+    ///   - action: An unbound method of the observer taking the change.
+    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
+    ///   paths this controller observes on `object` and *n* its relations.
+    public func observe<Object: SafeObservable, each Value>(
+        _ object: Object,
+        keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Object>) -> Void
+    ) {
+        withRegistration(of: object) { isCancelled in
+            for keyPath in repeat each keyPaths {
+                guard !isCancelled() else { break }
+                registerErased(object, keyPath, options, Self.callingErased(action))
+            }
+        }
+    }
+
+    /// Observes several key paths of `object`, calling an unbound method of
+    /// the observer that takes the change and the object.
+    ///
+    /// ```swift
+    /// extension AccountView {
+    ///     func accountChanged(_ change: ObservedKeyPathChange<Account>, of account: Account) { ... }
+    /// }
+    /// controller.observe(account, keyPaths: \.balance, \.owner, action: AccountView.accountChanged)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: `@Observed` properties of `object`.
+    ///   - options: What each change carries; `[.new]` by default.
+    ///   - action: An unbound method of the observer taking the change and the object.
+    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
+    ///   paths this controller observes on `object` and *n* its relations.
+    public func observe<Object: SafeObservable, each Value>(
+        _ object: Object,
+        keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Object>, Object) -> Void
+    ) {
+        withRegistration(of: object) { isCancelled in
+            for keyPath in repeat each keyPaths {
+                guard !isCancelled() else { break }
+                registerErased(object, keyPath, options, Self.callingErased(action))
+            }
+        }
+    }
+
+    /// Observes several key paths of `object`, delivering each change to the
+    /// observer's ``ObservationControllerDelegate`` method.
+    ///
+    /// ```swift
+    /// controller.observe(account, keyPaths: \.balance, \.owner)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: `@Observed` properties of `object`.
+    ///   - options: What each change carries; `[.new]` by default.
+    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
+    ///   paths this controller observes on `object` and *n* its relations.
+    public func observe<Object: SafeObservable, each Value>(
+        _ object: Object,
+        keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new
+    ) {
+        guard observerIsDelegate() else { return }
+        withRegistration(of: object) { isCancelled in
+            for keyPath in repeat each keyPaths {
+                guard !isCancelled() else { break }
+                registerErased(object, keyPath, options, Self.notifyingDelegate())
+            }
+        }
+    }
+
+    // MARK: Unobserving
+
+    /// Stops observing `keyPath` of `object`; releases `object` when nothing
+    /// else of it is observed.
+    ///
+    /// Idempotent, and safe from any thread and inside any callback
+    /// (including the `.initial` delivery of this very relation).
+    ///
+    /// ```swift
+    /// controller.unobserve(inbox, keyPath: \.unread)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The observed object.
+    ///   - keyPath: The key path to stop observing.
+    /// - Complexity: O(*n*) in the relations of this controller.
+    public func unobserve<Object: SafeObservable, Value>(_ object: Object, keyPath: KeyPath<Object, Value>) {
+        object.safeUnobserve(keyPath, by: relay)
+        settle([ObjectIdentifier(object)], cancelling: false)
+    }
+
+    /// Stops observing every key path of `object` and releases it.
+    ///
+    /// Idempotent, and safe from any thread and inside any callback; inside
+    /// an `.initial` delivery it also cancels the key paths of the same
+    /// `observe(_:keyPaths:…)` call that were not registered yet.
+    ///
+    /// ```swift
+    /// controller.unobserve(inbox)
+    /// ```
+    ///
+    /// - Parameter object: The observed object.
+    /// - Complexity: O(*n*) in the relations of this controller.
+    public func unobserve(_ object: some SafeObservable) {
+        object.safeUnobserve(by: relay)
+        settle([ObjectIdentifier(object)], cancelling: true)
+    }
+
+    /// Stops observing everything and releases every observed object.
+    ///
+    /// Idempotent, and safe from any thread and inside any callback.
+    ///
+    /// ```swift
+    /// controller.unobserveAll()
+    /// ```
+    ///
+    /// - Complexity: O(*n*) in the relations of this controller.
+    public func unobserveAll() {
+        SafeObservation.removeAll(observedBy: relay)
+        settle(nil, cancelling: true)
+    }
+
+    // MARK: Debugging
+
+    /// The observer, and each observed object with its key paths and options.
+    ///
+    /// ```swift
+    /// print(controller.debugDescription)
+    /// // ObservationController<InboxBadge>(observer: InboxBadge, retainsObserved: true) {
+    /// //   Inbox ObjectIdentifier(0x…): \Inbox.unread [.new, .initial]; \Inbox.title [.new]
+    /// // }
+    /// ```
+    ///
+    /// Objects, and the key paths of one object, are listed in no particular
+    /// order. Relations whose observed object died are not listed.
+    ///
+    /// - Complexity: O(*n*) in the relations of this controller.
+    public var debugDescription: String {
+        let observerName = observer.map { String(describing: type(of: $0)) } ?? "<released>"
+        var lines: [String] = []
+        var indexByObject: [ObjectIdentifier: Int] = [:]
+        for token in relations {
+            guard let id = token.observedObjectID, let keyPath = token.keyPath else { continue }
+            let entry = "\(keyPath) \(token.options)"
+            if let index = indexByObject[id] {
+                lines[index] += "; " + entry
+            } else {
+                indexByObject[id] = lines.count
+                lines.append("  \(type(of: keyPath).rootType) \(id): " + entry)
+            }
+        }
+        let head =
+            "ObservationController<\(Observer.self)>(observer: \(observerName), retainsObserved: \(retainsObserved))"
+        return lines.isEmpty ? head + " {}" : head + " {\n" + lines.joined(separator: "\n") + "\n}"
+    }
+
+    /// The controller's active relations (tests and debugging).
+    var relations: [ObservationToken] {
+        SafeObservation.relations(observedBy: relay)
+    }
+
+    /// How many observed objects the controller's table holds (tests).
+    var _trackedObjectCount: Int {
+        state.withLock { $0.objects.count }
+    }
+
+    /// How many observed objects the controller keeps alive (tests).
+    var _retainedObjectCount: Int {
+        state.withLock { $0.objects.values.filter { $0.object != nil }.count }
+    }
+}
+
+// MARK: - Implementation
+
+extension ObservationController {
+    /// The listener every relation belongs to: the observer-owned face of
+    /// SafeObserve's listener proxy. Its `ObserverLifetime` ends the
+    /// relations when the controller releases it.
+    final class Relay: SafeObserver {
+        let observerLifetime = ObserverLifetime()
+        /// Written once, in `init`; weak loads are atomic.
+        private(set) weak var observer: Observer?
+        /// Cleared when the controller begins its `deinit`.
+        let isEnabled = Atomic<Bool>(true)
+
+        init(_ observer: Observer?) {
+            self.observer = observer
+        }
+    }
+
+    /// Per observed object: the retained object, the registrations in flight
+    /// and a cancellation epoch. An entry exists only while an `observe` call
+    /// on the object is in flight or the object is retained, so entries for
+    /// dead objects never accumulate.
+    struct Entry {
+        /// The observed object, when ``retainsObserved`` and it is not the observer.
+        var object: AnyObject?
+        /// `observe` calls on the object that have not returned yet.
+        var inFlight = 0
+        /// Bumped by `unobserve(_:)` and `unobserveAll()`, to cancel the rest
+        /// of an `observe(_:keyPaths:…)` call in flight.
+        var epoch = 0
+    }
+
+    struct State {
+        var objects: [ObjectIdentifier: Entry] = [:]
+    }
+
+    /// Brackets registrations on `object`: retains it (if asked) before, and
+    /// releases it after if no relation on it remains.
+    ///
+    /// `body` receives a function telling whether `object` was unobserved
+    /// since the call began.
+    private func withRegistration<Object: SafeObservable>(
+        of object: Object, _ body: (_ isCancelled: () -> Bool) -> Void
+    ) {
+        // Read outside the lock: the temporary reference may be the observer's last.
+        guard let observer = relay.observer else { return }
+        let retains = retainsObserved && object !== observer
+        let id = ObjectIdentifier(object)
+        let epoch = state.withLock { state in
+            state.objects[id, default: Entry()].inFlight += 1
+            if retains { state.objects[id]!.object = object }
+            return state.objects[id]!.epoch
+        }
+        body { self.state.withLock { $0.objects[id]?.epoch != epoch } }
+        state.withLock { $0.objects[id]!.inFlight -= 1 }
+        settle([id], cancelling: false)
+    }
+
+    /// Drops the table entries of `ids` (or of every object, for `nil`) that
+    /// have no registration in flight and retain nothing still observed,
+    /// releasing their objects after unlocking.
+    private func settle(_ ids: [ObjectIdentifier]?, cancelling: Bool) {
+        let released: ([AnyObject], [ObservationToken]) = state.withLock { state in
+            // SafeObserve takes its listener's lock inside ours, never the
+            // reverse (it calls no code of ours while holding a lock), and the
+            // relay's relations change only through this controller, so this
+            // snapshot is exact while we hold our lock.
+            let tokens = SafeObservation.relations(observedBy: relay)
+            let observed = Set(tokens.compactMap(\.observedObjectID))
+            var released: [AnyObject] = []
+            for id in ids ?? Array(state.objects.keys) {
+                guard var entry = state.objects[id] else { continue }
+                if cancelling { entry.epoch += 1 }
+                if entry.inFlight == 0 && (entry.object == nil || !observed.contains(id)) {
+                    state.objects[id] = nil
+                    if let object = entry.object { released.append(object) }
+                } else {
+                    state.objects[id] = entry
+                }
+            }
+            // Released unlocked: an observed object's deinit is user code.
+            return (released, tokens)
+        }
+        _ = released
+    }
+
+    private func register<Object: SafeObservable, Value>(
+        _ object: Object, _ keyPath: KeyPath<Object, Value>, _ options: ObservationOptions,
+        _ body: @escaping @Sendable (Observer, Object, ObservedChange<Value>) -> Void
+    ) {
+        object.safeObserve(keyPath, by: relay, options: options, changeHandler: Self.delivering(to: body))
+    }
+
+    private func registerErased<Object: SafeObservable, Value>(
+        _ object: Object, _ keyPath: KeyPath<Object, Value>, _ options: ObservationOptions,
+        _ body: @escaping @Sendable (Observer, Object, ObservedKeyPathChange<Object>) -> Void
+    ) {
+        register(object, keyPath, options, Self.erasing(keyPath, body))
+    }
+
+    /// Whether the observer can receive delegate deliveries; reports it if not.
+    private func observerIsDelegate() -> Bool {
+        guard let observer = relay.observer else { return false }
+        guard observer is any ObservationControllerDelegate else {
+            _Diagnostics.reportProgrammerError(
+                "SafeObserve: ObservationController<\(Observer.self)> observed without a handler or an action, "
+                    + "but \(type(of: observer)) does not adopt ObservationControllerDelegate")
+            return false
+        }
+        return true
+    }
+
+    // The handlers below are built in functions generic over `Root: AnyObject`
+    // only: a `@Sendable` closure must not capture a `SafeObservable`
+    // conformance, whose metatype is not Sendable.
+
+    /// Drops deliveries once the controller began its `deinit` or the observer died.
+    private static func delivering<Root: AnyObject, Value>(
+        to body: @escaping @Sendable (Observer, Root, ObservedChange<Value>) -> Void
+    ) -> @Sendable (Relay, Root, ObservedChange<Value>) -> Void {
+        { relay, object, change in
+            guard relay.isEnabled.load(ordering: .acquiring), let observer = relay.observer else { return }
+            body(observer, object, change)
+        }
+    }
+
+    private static func calling<Root: AnyObject, Value>(
+        _ action: @escaping @Sendable (Observer) -> () -> Void
+    ) -> @Sendable (Observer, Root, ObservedChange<Value>) -> Void {
+        { observer, _, _ in action(observer)() }
+    }
+
+    private static func calling<Root: AnyObject, Value>(
+        _ action: @escaping @Sendable (Observer) -> (ObservedChange<Value>) -> Void
+    ) -> @Sendable (Observer, Root, ObservedChange<Value>) -> Void {
+        { observer, _, change in action(observer)(change) }
+    }
+
+    private static func calling<Root: AnyObject, Value>(
+        _ action: @escaping @Sendable (Observer) -> (ObservedChange<Value>, Root) -> Void
+    ) -> @Sendable (Observer, Root, ObservedChange<Value>) -> Void {
+        { observer, object, change in action(observer)(change, object) }
+    }
+
+    private static func erasing<Root: AnyObject, Value>(
+        _ keyPath: KeyPath<Root, Value>,
+        _ body: @escaping @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void
+    ) -> @Sendable (Observer, Root, ObservedChange<Value>) -> Void {
+        // nonisolated(unsafe): a key path is immutable, and one that safeObserve
+        // accepts names a stored @Observed property (no captured subscript arguments).
+        nonisolated(unsafe) let keyPath = keyPath
+        return { observer, object, change in body(observer, object, ObservedKeyPathChange(keyPath, change)) }
+    }
+
+    private static func callingErased<Root: AnyObject>(
+        _ action: @escaping @Sendable (Observer) -> () -> Void
+    ) -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+        { observer, _, _ in action(observer)() }
+    }
+
+    private static func callingErased<Root: AnyObject>(
+        _ action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Root>) -> Void
+    ) -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+        { observer, _, change in action(observer)(change) }
+    }
+
+    private static func callingErased<Root: AnyObject>(
+        _ action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Root>, Root) -> Void
+    ) -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+        { observer, object, change in action(observer)(change, object) }
+    }
+
+    private static func notifyingDelegate<Root: AnyObject>()
+        -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void
+    {
+        { observer, object, change in
+            (observer as? any ObservationControllerDelegate)?.observationController(didObserve: change, of: object)
+        }
+    }
+}
