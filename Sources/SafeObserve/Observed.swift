@@ -127,10 +127,13 @@ public struct Observed<Value> {
             guard !_swift_isDeallocating(instance) else { return }
             sentinel = _Sentinel(object: instance)
         }
-        let field = withUnsafeMutablePointer(to: &sentinel) { _SentinelField(locating: $0, in: instance) }
+        // Where the field is, validated later only if registration caches it.
+        let base = UnsafeRawPointer(Unmanaged.passUnretained(instance).toOpaque())
+        let offset = withUnsafeMutablePointer(to: &sentinel) { UnsafeRawPointer($0) - base }
         tracker.record(
             _Access(
-                object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel!.channel, sentinelField: field))
+                object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel!.channel,
+                sentinelFieldOffset: offset))
     }
 }
 

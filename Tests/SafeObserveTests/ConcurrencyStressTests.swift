@@ -722,26 +722,6 @@ struct ConcurrencyStressTests {
 
 // MARK: - Support (file-private)
 
-private enum StressConfig {
-    /// `SAFEOBSERVE_STRESS_ITERATIONS`, a multiplier (1 when unset).
-    static let multiplier: Int? = {
-        guard let raw = getenv("SAFEOBSERVE_STRESS_ITERATIONS"),
-            let value = Int(String(cString: raw)), value > 0
-        else { return nil }
-        return value
-    }()
-
-    /// Whether a sanitizer runtime is linked in (everything runs several times slower).
-    static let isSanitized: Bool =
-        dlsym(nil, "__tsan_init") != nil || dlsym(nil, "__asan_init") != nil
-
-    /// The loop count of a test whose default is `base`.
-    static func rounds(_ base: Int) -> Int {
-        if let multiplier { return base * multiplier }
-        return isSanitized ? max(2, base / 2) : base
-    }
-}
-
 /// Frees the allocations of dead plain listeners that the proxy table still
 /// lists (its amortized sweep would, later). They are already deinitialized;
 /// only their memory is kept, so that their addresses can be probed. Without

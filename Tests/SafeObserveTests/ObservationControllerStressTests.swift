@@ -12,19 +12,12 @@ import Testing
 /// the rounds. Meant to run under `--sanitize=thread` and `--sanitize=address`.
 @Suite("ObservationController under threads")
 struct ObservationControllerStressTests {
-    static let rounds: Int = {
-        guard let text = getenv("SAFEOBSERVE_STRESS_ITERATIONS").map({ String(cString: $0) }),
-            let value = Int(text), value > 0
-        else { return 5 }
-        return value
-    }()
-
     /// One thread keeps changing the property; another releases the
     /// controller in the middle. Once `deinit` returned, at most the one
     /// delivery already past its checks may still run; afterwards nothing is
     /// delivered, nothing is left on the object and the captures are gone.
     @Test func controllerReleasedOnAnotherThread_duringDeliveries_endsEverything() {
-        for _ in 0..<(20 * Self.rounds) {
+        for _ in 0..<StressConfig.rounds(100) {
             let counter = Counter()
             let captures = LifetimeCounter()
             let observer = ControllerObserver()
@@ -67,7 +60,7 @@ struct ObservationControllerStressTests {
     /// retains exactly the objects it still observes, and nothing leaks.
     @Test(arguments: [true, false])
     func concurrentObserveAndUnobserve_keepTheTableConsistent_andLeakNothing(retainsObserved: Bool) {
-        for round in 0..<(4 * Self.rounds) {
+        for round in 0..<StressConfig.rounds(20) {
             let observed = LifetimeCounter()
             let captures = LifetimeCounter()
             let observer = ControllerObserver()

@@ -11,13 +11,6 @@ import Testing
 /// is ConcurrencyStressTests; SAFEOBSERVE_STRESS_ITERATIONS scales both.
 @Suite("Thread safety regressions")
 struct ThreadSafetyTests {
-    static let rounds: Int = {
-        guard let text = getenv("SAFEOBSERVE_STRESS_ITERATIONS").map({ String(cString: $0) }),
-            let value = Int(text), value > 0
-        else { return 5 }
-        return value
-    }()
-
     /// Sweeps used to take a transient strong reference to each listener they
     /// inspected, under the channel's lock. When that was the last reference,
     /// the listener's deinit ran under the lock and deadlocked on it: a plain
@@ -26,7 +19,7 @@ struct ThreadSafetyTests {
     /// relations from that very channel.
     @Test(arguments: [false, true])
     func listenersDyingDuringSweeps_doNotDeadlock(optIn: Bool) {
-        for _ in 0..<(20 * Self.rounds) {
+        for _ in 0..<StressConfig.rounds(100) {
             let counter = Counter()  // never mutated: concurrent registrations only read it
             let lifetimes = LifetimeCounter()
             var doomed: [RecordingListener] = []

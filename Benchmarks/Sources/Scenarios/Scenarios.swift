@@ -162,7 +162,7 @@ final class CancellableBox {
 public enum Scenarios {
     /// The scenarios `InstructionCounts list` numbers.
     public static let all: [Scenario] =
-        setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling
+        setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling + chains
 
     // (1) A property set that nobody observes.
     static let setUnobserved: [Scenario] = [
@@ -478,6 +478,149 @@ public enum Scenarios {
             model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
             measure(n) { n in for i in 0..<n { model.value = i } }
             blackHole((others, otherSinks, sink))
-        }
+        },
+        // Two threads, each changing its own object: per delivery, summed
+        // over both threads (callgrind counts each thread's `measure`).
+        Scenario(
+            operation: "notify 1 observer, 2 threads on different objects", peer: "SafeObserve",
+            operationsPerIteration: 2
+        ) {
+            n in
+            let models = [SafeModel(), SafeModel()]
+            let sinks = [Sink(), Sink()]
+            for (model, sink) in zip(models, sinks) {
+                model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+            }
+            let done = DispatchGroup()
+            for model in models.map(UncheckedBox.init) {
+                done.enter()
+                Thread {
+                    measure(n) { n in for i in 0..<n { model.value.value = i } }
+                    done.leave()
+                }.start()
+            }
+            done.wait()
+            blackHole((models, sinks))
+        },
     ]
+
+    // (7) A change at the end of a chain `\.b.c.value`, and the replacement of
+    // an intermediate (which re-binds the chain).
+    static let chains: [Scenario] = [
+        Scenario(operation: "chain \\.b.c.value: leaf change", peer: "SafeObserve", operationsPerIteration: 1) { n in
+            let root = ChainRoot()
+            let sink = Sink()
+            root.safeObserve(\.b.c.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+            let leaf = root.b.c
+            measure(n) { n in for i in 0..<n { leaf.value = i } }
+            blackHole((root, sink))
+        },
+        Scenario(
+            operation: "chain \\.b.c.value: leaf change", peer: "Observation (track + mutate)", operationsPerIteration: 1
+        ) { n in
+            let root = ObservableChainRoot()
+            let sink = Sink()
+            let leaf = root.b.c
+            measure(n) { n in
+                for i in 0..<n {
+                    withObservationTracking {
+                        _ = root.b.c.value
+                    } onChange: {
+                        sink.add(1)
+                    }
+                    leaf.value = i
+                }
+            }
+            blackHole((root, sink))
+        },
+        Scenario(
+            operation: "chain \\.b.c.value: intermediate replaced", peer: "SafeObserve", operationsPerIteration: 1
+        ) { n in
+            let root = ChainRoot()
+            let sink = Sink()
+            root.safeObserve(\.b.c.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+            let intermediates = [ChainMiddle(), ChainMiddle()]
+            measure(n) { n in for i in 0..<n { root.b = intermediates[i & 1] } }
+            blackHole((root, sink))
+        },
+        Scenario(
+            operation: "chain \\.b.c.value: intermediate replaced", peer: "Observation (track + mutate)",
+            operationsPerIteration: 1
+        ) { n in
+            let root = ObservableChainRoot()
+            let sink = Sink()
+            let intermediates = [ObservableChainMiddle(), ObservableChainMiddle()]
+            measure(n) { n in
+                for i in 0..<n {
+                    withObservationTracking {
+                        _ = root.b.c.value
+                    } onChange: {
+                        sink.add(1)
+                    }
+                    root.b = intermediates[i & 1]
+                }
+            }
+            blackHole((root, sink))
+        },
+    ]
+}
+
+/// Moves a value to another thread (benchmarks only; one thread uses it at a time).
+final class UncheckedBox<Value>: @unchecked Sendable {
+    // @unchecked Sendable: handed over to one thread, which alone uses it.
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+// MARK: - Chain fixtures
+
+/// The root of a chain `\.b.c.value`.
+public final class ChainRoot: SafeObservable {
+    /// The first link.
+    @Observed public var b = ChainMiddle()
+    /// Creates a root.
+    public init() {}
+}
+
+/// The middle of a chain.
+public final class ChainMiddle: SafeObservable {
+    /// The second link.
+    @Observed public var c = ChainLeaf()
+    /// Creates a middle link.
+    public init() {}
+}
+
+/// The end of a chain.
+public final class ChainLeaf: SafeObservable {
+    /// The observed value.
+    @Observed public var value = 0
+    /// Creates a leaf.
+    public init() {}
+}
+
+/// The same chain with the Observation module.
+@Observable
+public final class ObservableChainRoot {
+    /// The first link.
+    public var b = ObservableChainMiddle()
+    /// Creates a root.
+    public init() {}
+}
+
+/// The middle of an `@Observable` chain.
+@Observable
+public final class ObservableChainMiddle {
+    /// The second link.
+    public var c = ObservableChainLeaf()
+    /// Creates a middle link.
+    public init() {}
+}
+
+/// The end of an `@Observable` chain.
+@Observable
+public final class ObservableChainLeaf {
+    /// The observed value.
+    public var value = 0
+    /// Creates a leaf.
+    public init() {}
 }

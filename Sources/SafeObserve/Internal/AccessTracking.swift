@@ -18,9 +18,16 @@ struct _Access {
     /// The property's relation list (already created: tracking runs only when
     /// an observation is being registered).
     let channel: _Channel
-    /// Where the property's sentinel field sits in `object`, for `@Observed`
-    /// storage (see ``_SentinelField``); `nil` for registrar-backed properties.
-    var sentinelField: _SentinelField? = nil
+    /// The byte offset of the property's sentinel field in `object`, for
+    /// `@Observed` storage (`nil` for registrar-backed properties). Only a
+    /// registration that finds the key path to be exactly this property
+    /// validates it into a ``_SentinelField``, while `object` is still held.
+    var sentinelFieldOffset: Int? = nil
+
+    /// Where the property's sentinel field sits in `object`, if known and valid.
+    var sentinelField: _SentinelField? {
+        sentinelFieldOffset.flatMap { _SentinelField(validating: $0, in: object) }
+    }
 }
 
 /// Records which `@Observed` properties a key path reads.
@@ -28,8 +35,14 @@ struct _Access {
 /// Registration installs a tracker on the current thread, reads
 /// `root[keyPath: keyPath]`, and inspects the recorded accesses.
 final class _AccessTracker {
-    private(set) var accesses: [_Access] = []
+    private(set) var accesses: [_Access]
     private var previous: UnsafeMutableRawPointer?
+
+    private init() {
+        // Room for a short chain without regrowing.
+        accesses = []
+        accesses.reserveCapacity(4)
+    }
 
     /// Runs `read` while recording every `@Observed` access it makes.
     static func resolve(_ read: () -> Void) -> [_Access] {

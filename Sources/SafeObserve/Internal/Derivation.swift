@@ -32,8 +32,9 @@ class _Derivation: @unchecked Sendable {
         var relation: _UnretainedReference?
         /// The observed root object (unretained).
         var root: _UnretainedReference?
-        /// The dependency relations, by channel.
-        var dependencies: [ObjectIdentifier: _Relation] = [:]
+        /// The dependency relations, one per channel. A key path reads a
+        /// handful of properties: a list beats hashing.
+        var dependencies: [_Relation] = []
         /// Values captured before a change, per thread, most recent last.
         var pendingOld: [(thread: UInt, value: Any)] = []
         var isStopped = false
@@ -74,8 +75,8 @@ class _Derivation: @unchecked Sendable {
         let dependencies = state.withLock { state -> [_Relation] in
             state.isStopped = true
             state.pendingOld = []
-            defer { state.dependencies = [:] }
-            return Array(state.dependencies.values)
+            defer { state.dependencies = [] }
+            return state.dependencies
         }
         proxy.removeAll(final: true)
         _ = dependencies  // released unlocked
@@ -83,23 +84,25 @@ class _Derivation: @unchecked Sendable {
 
     /// Makes the dependencies exactly the properties in `accesses`.
     ///
-    /// - Complexity: O(*d*).
+    /// - Complexity: O(*d*²) comparisons of identities, *d* being the
+    ///   properties the key path reads (a handful), and O(*d*) allocations
+    ///   only for what changed.
     private func rebind(to accesses: [_Access], options: ObservationOptions) {
-        var desired: [ObjectIdentifier: _Access] = [:]
-        for access in accesses where desired[ObjectIdentifier(access.channel)] == nil {
-            desired[ObjectIdentifier(access.channel)] = access
-        }
         // The prior phase is only needed to capture old values.
         let dependencyOptions: ObservationOptions = options.contains(.old) || options.contains(.prior) ? .prior : []
         let (dropped, added) = state.withLock { state -> ([_Relation], [_Relation]) in
             guard !state.isStopped else { return ([], []) }
             var dropped: [_Relation] = []
-            for (channel, relation) in state.dependencies where desired[channel] == nil {
-                dropped.append(relation)
-                state.dependencies[channel] = nil
+            state.dependencies.removeAll { relation in
+                let stays = accesses.contains { $0.channel === relation.channel }
+                if !stays { dropped.append(relation) }
+                return !stays
             }
             var added: [_Relation] = []
-            for (channel, access) in desired where state.dependencies[channel] == nil {
+            for (index, access) in accesses.enumerated()
+            where !state.dependencies.contains(where: { $0.channel === access.channel })
+                && !accesses[..<index].contains(where: { $0.channel === access.channel })
+            {
                 let relation = _Relation(
                     keyPath: access.wrappedKeyPath, objectID: ObjectIdentifier(access.object), listener: self,
                     options: dependencyOptions, proxy: proxy, channel: access.channel, isDependency: true,
@@ -107,7 +110,7 @@ class _Derivation: @unchecked Sendable {
                         // unsafeDowncast: a dependency's listener is always its derivation.
                         unsafeDowncast(derivation, to: _Derivation.self).dependencyChanged(isPrior: isPrior)
                     })
-                state.dependencies[channel] = relation
+                state.dependencies.append(relation)
                 added.append(relation)
             }
             return (dropped, added)
@@ -180,11 +183,8 @@ class _Derivation: @unchecked Sendable {
     func dependencyTornDown(_ dependency: _Relation) {
         guard relationAndRoot() != nil else { return }
         let forgotten = state.withLock { state -> _Relation? in
-            guard let channel = dependency.channel else { return nil }
-            let key = ObjectIdentifier(channel)
-            guard state.dependencies[key] === dependency else { return nil }
-            defer { state.dependencies[key] = nil }
-            return state.dependencies[key]
+            guard let index = state.dependencies.firstIndex(where: { $0 === dependency }) else { return nil }
+            return state.dependencies.remove(at: index)
         }
         _ = forgotten  // released unlocked
     }

@@ -11,22 +11,25 @@
 struct _SentinelField {
     let offset: Int
 
-    /// Locates `field` inside `object`, or `nil` if it is not a field of that
-    /// very allocation (then registrations keep using the general path).
+    /// The field `offset` bytes into `object`, or `nil` if that is not a
+    /// sentinel field of that very allocation (then registrations keep using
+    /// the general path).
     ///
-    /// Validated, never assumed: the address must lie inside the object's
-    /// allocation, and reading it back through the offset must give the
-    /// sentinel just stored there.
-    init?(locating field: UnsafeMutablePointer<_Sentinel?>, in object: AnyObject) {
+    /// Validated, never assumed: the field must lie inside the object's
+    /// allocation and hold a sentinel whose object is `object`.
+    init?(validating offset: Int, in object: AnyObject) {
         // Unmanaged without a retain: the caller holds `object`; only its address is used.
         let base = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
-        let offset = UnsafeRawPointer(field) - base
         guard offset > 0, offset % MemoryLayout<_Sentinel?>.alignment == 0,
-            offset + MemoryLayout<_Sentinel?>.size <= _allocationSize(of: base),
-            let expected = field.pointee
+            offset + MemoryLayout<_Sentinel?>.size <= _allocationSize(of: base)
         else { return nil }
-        let reread = (base + offset).load(as: UInt.self)
-        guard reread == UInt(bitPattern: ObjectIdentifier(expected)) else { return nil }
+        // Read as bits first: only a non-null field is then read as a reference.
+        guard let bits = UnsafeRawPointer(bitPattern: (base + offset).load(as: UInt.self)) else { return nil }
+        // Unmanaged: borrowed for the check; the object's storage owns it.
+        let isOwnSentinel = Unmanaged<AnyObject>.fromOpaque(bits)._withUnsafeGuaranteedRef { candidate in
+            (candidate as? _Sentinel)?.object === object
+        }
+        guard isOwnSentinel else { return nil }
         self.offset = offset
     }
 

@@ -1,5 +1,9 @@
 @testable import SafeObserve
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Shares a non-Sendable fixture across the threads of a stress test: what
 /// the test does with it from several threads is what the library promises
 /// is thread-safe (unobserving, invalidating, releasing, mutating distinct
@@ -50,4 +54,27 @@ struct SplitMix64 {
     }
     /// A number in `0..<bound`.
     mutating func next(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+}
+
+/// How long the stress loops run: `SAFEOBSERVE_STRESS_ITERATIONS=N`
+/// multiplies every loop by N; without it, loops are halved under a
+/// sanitizer (everything runs several times slower there).
+enum StressConfig {
+    /// `SAFEOBSERVE_STRESS_ITERATIONS`, a multiplier (1 when unset).
+    static let multiplier: Int? = {
+        guard let raw = getenv("SAFEOBSERVE_STRESS_ITERATIONS"),
+            let value = Int(String(cString: raw)), value > 0
+        else { return nil }
+        return value
+    }()
+
+    /// Whether a sanitizer runtime is linked in (everything runs several times slower).
+    static let isSanitized: Bool =
+        dlsym(nil, "__tsan_init") != nil || dlsym(nil, "__asan_init") != nil
+
+    /// The loop count of a test whose default is `base`.
+    static func rounds(_ base: Int) -> Int {
+        if let multiplier { return base * multiplier }
+        return isSanitized ? max(2, base / 2) : base
+    }
 }

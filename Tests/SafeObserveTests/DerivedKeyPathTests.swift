@@ -1,0 +1,362 @@
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+// MARK: - Fixtures: a small object graph
+
+final class Account: SafeObservable {
+    @Observed var balance: Int
+    let lifetime: LifetimeCounter?
+    init(balance: Int = 0, lifetime: LifetimeCounter? = nil) {
+        self.balance = balance
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+    deinit { lifetime?.didDeinit() }
+}
+
+final class Person: SafeObservable {
+    @Observed var first = "Ada"
+    @Observed var last = "Lovelace"
+    @Observed var nickname = "Countess"
+    @Observed var usesNickname = false
+    @Observed var account: Account
+    @Observed var child: Person?
+    let lifetime: LifetimeCounter?
+
+    /// Computed: depends on `first` and `last`.
+    var fullName: String { first + " " + last }
+    /// Computed with branches: depends on `usesNickname` and on one branch.
+    var displayName: String { usesNickname ? nickname : fullName }
+
+    init(account: Account = Account(), lifetime: LifetimeCounter? = nil) {
+        self.account = account
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+    deinit { lifetime?.didDeinit() }
+}
+
+/// A chain of depth 3: `\A.b.c.value`, and a cycle `\A.b.a`.
+final class NodeA: SafeObservable {
+    @Observed var b: NodeB
+    init(b: NodeB) { self.b = b }
+}
+final class NodeB: SafeObservable {
+    @Observed var c = NodeC()
+    /// Back to an `A` (a cycle in the graph); unowned, so it may dangle.
+    @Observed var a: NodeA?
+}
+final class NodeC: SafeObservable {
+    @Observed var value = 0
+}
+
+/// An intermediate reached through `unowned`: reading the chain after the
+/// owner died would trap, so SafeObserve must never read it then.
+final class Owned: SafeObservable {
+    unowned let owner: Account
+    init(owner: Account) { self.owner = owner }
+}
+
+@Suite("Derived key paths: chains, optional chains, computed properties")
+struct DerivedKeyPathTests {
+    // MARK: Chains
+
+    @Test func aChainDelivers_whenTheLeafChanges_andWhenAnIntermediateIsReplaced() {
+        let person = Person(account: Account(balance: 10))
+        let listener = Listener()
+        person.safeObserve(\.account.balance, by: listener, options: [.old, .new]) { listener, _, change in
+            listener.record(describe(change))
+        }
+        person.account.balance = 11
+        let old = person.account
+        person.account = Account(balance: 50)
+        #expect(listener.log == ["10->11", "11->50"])
+
+        // Re-targeted: the old account no longer delivers, the new one does.
+        old.balance = 99
+        person.account.balance = 51
+        #expect(listener.log == ["10->11", "11->50", "50->51"])
+        #expect(SafeObservation.relations(of: old).isEmpty, "the replaced account is still watched")
+    }
+
+    @Test func aChainOfDepthThree_reTargetsAtEveryLevel() {
+        let a = NodeA(b: NodeB())
+        let listener = Listener()
+        a.safeObserve(\.b.c.value, by: listener, options: [.old, .new]) { listener, _, change in
+            listener.record(describe(change))
+        }
+        a.b.c.value = 1
+        let oldC = a.b.c
+        a.b.c = NodeC()  // depth 2 replaced
+        let oldB = a.b
+        let newB = NodeB()
+        newB.c.value = 7
+        a.b = newB  // depth 1 replaced
+        oldC.value = 100
+        oldB.c.value = 100
+        a.b.c.value = 8
+        #expect(listener.log == ["0->1", "1->0", "0->7", "7->8"])
+    }
+
+    @Test func aCycleInTheObjectGraph_isObservedWithoutLooping() {
+        let b = NodeB()
+        let a = NodeA(b: b)
+        b.a = a
+        let listener = Listener()
+        a.safeObserve(\.b.a?.b.c.value, by: listener, options: [.new]) { listener, _, change in
+            listener.record("\(change.newValue.map { "\($0.map(String.init) ?? "nil")" } ?? "-")")
+        }
+        b.c.value = 5
+        b.a = nil
+        #expect(listener.log == ["5", "nil"])
+        b.a = a  // break the strong cycle a -> b -> a before leaving
+        b.a = nil
+    }
+
+    // MARK: Optional chains
+
+    @Test func anOptionalChain_deliversNilWhenTheLinkIsRemoved_andTheValueAgainWhenItIsSet() {
+        let parent = Person()
+        let listener = Listener()
+        parent.safeObserve(\.child?.account.balance, by: listener, options: [.initial, .new]) { listener, _, change in
+            listener.record(change.newValue!.map(String.init) ?? "nil")
+        }
+        let child = Person(account: Account(balance: 3))
+        parent.child = child
+        child.account.balance = 4
+        parent.child = nil
+        child.account.balance = 5  // no longer reachable: not delivered
+        parent.child = child
+        #expect(listener.log == ["nil", "3", "4", "nil", "5"])
+    }
+
+    // MARK: Computed properties
+
+    @Test func aComputedProperty_deliversTheRecomputedValue_whenAnyPropertyItReadsChanges() {
+        let person = Person()
+        let listener = Listener()
+        person.safeObserve(\.fullName, by: listener, options: [.old, .new]) { listener, _, change in
+            listener.record("\(change.oldValue!) -> \(change.newValue!)")
+        }
+        person.first = "Grace"
+        person.last = "Hopper"
+        person.nickname = "Amazing"  // not read by fullName
+        #expect(listener.log == ["Ada Lovelace -> Grace Lovelace", "Grace Lovelace -> Grace Hopper"])
+    }
+
+    @Test func aComputedPropertysDependencies_followItsBranches() {
+        let person = Person()
+        let listener = Listener()
+        person.safeObserve(\.displayName, by: listener) { listener, _, change in listener.record(change.newValue!) }
+        person.nickname = "Ada"  // the nickname branch is not taken: not a dependency yet
+        #expect(listener.log.isEmpty)
+        person.usesNickname = true  // -> "Ada"; now depends on the nickname, not the names
+        person.first = "Augusta"  // the name branch was left: not delivered
+        person.nickname = "The Countess"  // -> "The Countess"
+        person.usesNickname = false  // -> "Augusta Lovelace"
+        person.last = "King"  // -> "Augusta King"
+        person.nickname = "unused"  // left again: not delivered
+        #expect(listener.log == ["Ada", "The Countess", "Augusta Lovelace", "Augusta King"])
+    }
+
+    // MARK: Options, dedupe, removal
+
+    @Test func optionsBehaveAsForASingleProperty() {
+        let person = Person(account: Account(balance: 1))
+        let listener = Listener()
+        person.safeObserve(\.account.balance, by: listener, options: [.initial, .prior, .old, .new]) {
+            listener, _, change in listener.record(describe(change))
+        }
+        person.account.balance = 2
+        person.account = Account(balance: 3)
+        #expect(listener.log == ["nil->1 initial", "1->nil prior", "1->2", "2->nil prior", "2->3"])
+    }
+
+    @Test func observingTheSameDerivedKeyPathTwice_isOneRelation_andRemovalIsIdempotent() {
+        let person = Person()
+        let listener = Listener()
+        let first = person.safeObserve(\.fullName, by: listener) { listener, _, _ in listener.record("first") }
+        let second = person.safeObserve(\.fullName, by: listener) { listener, _, _ in listener.record("second") }
+        #expect(first == second)
+        person.first = "A"
+        #expect(listener.log == ["first"])
+        #expect(SafeObservation.relations(of: person) == [first])
+        #expect(SafeObservation.relations(observedBy: listener) == [first])
+
+        person.safeUnobserve(\.fullName, by: listener)
+        person.safeUnobserve(\.fullName, by: listener)
+        first.invalidate()
+        person.first = "B"
+        #expect(listener.log == ["first"])
+        #expect(SafeObservation.relations(of: person).isEmpty)
+        // Observing again works.
+        person.safeObserve(\.fullName, by: listener) { listener, _, _ in listener.record("again") }
+        person.last = "C"
+        #expect(listener.log == ["first", "again"])
+    }
+
+    @Test func twoChainsThroughOneSharedIntermediate_areEachDeliveredOncePerChange() {
+        let shared = Account()
+        let alice = Person(account: shared)
+        let bob = Person(account: shared)
+        let listener = Listener()
+        alice.safeObserve(\.account.balance, by: listener) { listener, _, change in
+            listener.record("alice \(change.newValue!)")
+        }
+        bob.safeObserve(\.account.balance, by: listener) { listener, _, change in
+            listener.record("bob \(change.newValue!)")
+        }
+        shared.balance = 7
+        #expect(listener.log == ["alice 7", "bob 7"])
+        alice.account = Account()
+        shared.balance = 8
+        #expect(listener.log == ["alice 7", "bob 7", "alice 0", "bob 8"])
+    }
+
+    // MARK: Re-entrancy
+
+    @Test func replacingAnIntermediateInsideTheCallback_reTargetsToTheLatestIntermediate() {
+        let person = Person(account: Account(balance: 1))
+        let listener = Listener()
+        let replacement = Account(balance: 100)
+        let shared = UncheckedSendable(replacement)  // used on this thread only
+        person.safeObserve(\.account.balance, by: listener, options: [.old, .new]) { listener, person, change in
+            listener.record(describe(change))
+            if change.newValue == 2 { person.account = shared.value }
+        }
+        let first = person.account
+        first.balance = 2
+        first.balance = 3  // detached inside the callback: not delivered
+        replacement.balance = 101
+        #expect(listener.log == ["1->2", "2->100", "100->101"])
+    }
+
+    @Test func unobservingInsideTheCallback_stopsEveryLaterDelivery() {
+        let person = Person()
+        let listener = Listener()
+        person.safeObserve(\.fullName, by: listener) { listener, person, _ in
+            listener.record("called")
+            person.safeUnobserve(\.fullName, by: listener)
+        }
+        person.first = "A"
+        person.last = "B"
+        #expect(listener.log == ["called"])
+    }
+
+    // MARK: Lifetimes
+
+    @Test func theRootDying_endsTheRelationAtOnce_andReleasesTheHandler() {
+        let captures = LifetimeCounter()
+        let people = LifetimeCounter()
+        let account = Account()
+        let listener = Listener()
+        weak var weakPerson: Person?
+        do {
+            let person = Person(account: account, lifetime: people)
+            weakPerson = person
+            let captured = Captured(captures)
+            person.safeObserve(\.account.balance, by: listener) { _, _, _ in _ = captured }
+        }
+        #expect(weakPerson == nil, "Person leaked")
+        #expect(captures.liveCount == 0, "Handler captures leaked after the root died")
+        #expect(SafeObservation.relations(observedBy: listener).isEmpty)
+        #expect(SafeObservation.relations(of: account).isEmpty, "the intermediate is still watched")
+        account.balance = 1  // nobody left to call
+        #expect(listener.log.isEmpty)
+    }
+
+    @Test func theListenerDying_releasesTheRelationAndEveryDependency() {
+        let captures = LifetimeCounter()
+        let person = Person()
+        weak var weakListener: OptInListener?
+        do {
+            let listener = OptInListener()
+            weakListener = listener
+            let captured = Captured(captures)
+            person.safeObserve(\.account.balance, by: listener) { _, _, _ in _ = captured }
+            person.safeObserve(\.fullName, by: listener) { _, _, _ in _ = captured }
+        }
+        #expect(weakListener == nil, "Listener leaked")
+        #expect(captures.liveCount == 0, "Handler captures leaked after the listener died")
+        #expect(SafeObservation.relations(of: person).isEmpty)
+        #expect(SafeObservation.relations(of: person.account).isEmpty)
+    }
+
+    @Test func anIntermediateThatDiesWhileObserved_isTornDown_withoutReadingTheChain() {
+        let accounts = LifetimeCounter()
+        var account: Account? = Account(balance: 1, lifetime: accounts)
+        let owned = Owned(owner: account!)
+        let listener = Listener()
+        // `\.owner.balance` through `unowned`: reading it after the owner
+        // died traps — this test would crash if the teardown evaluated it.
+        owned.safeObserve(\.owner.balance, by: listener) { listener, _, change in
+            listener.record("\(change.newValue!)")
+        }
+        account!.balance = 2
+        account = nil
+        #expect(accounts.liveCount == 0, "Account leaked")
+        #expect(listener.log == ["2"])
+        #expect(SafeObservation.relations(observedBy: listener).count == 1, "the root is alive: the relation stays")
+    }
+
+    // MARK: Threads
+
+    @Test func chainsMutatedAndReTargetedOnSeveralThreads_deliverExactlyTheirOwnChanges() async {
+        let rounds = StressConfig.rounds(20)
+        for round in 0..<rounds {
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        // Each worker owns its graph (mutations need the
+                        // same synchronization as any write); the relations,
+                        // the sweep and the global caches are shared.
+                        let person = Person(account: Account(balance: 0))
+                        let listener = OptInListener()
+                        let total = Atomic<Int>(0)
+                        person.safeObserve(\.account.balance, by: listener) { _, _, change in
+                            total.add(change.newValue!, ordering: .relaxed)
+                        }
+                        for step in 1...50 {
+                            if step % 10 == 0 { person.account = Account(balance: 0) }
+                            person.account.balance = 1
+                        }
+                        #expect(total.load(ordering: .relaxed) == 50, "round \(round), worker \(worker)")
+                        person.safeUnobserve(\.account.balance, by: listener)
+                        person.account.balance = 1000
+                        #expect(total.load(ordering: .relaxed) == 50, "round \(round), worker \(worker)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func observingAndUnobservingOneChainFromSeveralThreads_isSafe() async {
+        let rounds = StressConfig.rounds(20)
+        for _ in 0..<rounds {
+            let person = Person()
+            let shared = UncheckedSendable(person)  // every access below holds `lock`, or is thread-safe API
+            let lock = _Mutex(0)
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        let listener = Listener()
+                        for step in 0..<40 {
+                            // Registration reads the chain: it takes the
+                            // graph's lock, like every other read or write.
+                            lock.withLock { _ in
+                                shared.value.safeObserve(\.account.balance, by: listener) { _, _, _ in }
+                                if step % 3 == worker % 3 { shared.value.account.balance += 1 }
+                            }
+                            if step % 2 == 0 { shared.value.safeUnobserve(\.account.balance, by: listener) }
+                        }
+                        SafeObservation.removeAll(observedBy: listener)
+                    }
+                }
+            }
+            #expect(SafeObservation.relations(of: person).isEmpty)
+            #expect(SafeObservation.relations(of: person.account).isEmpty)
+        }
+    }
+}
