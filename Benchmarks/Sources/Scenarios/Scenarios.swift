@@ -516,7 +516,8 @@ public enum Scenarios {
             blackHole((root, sink))
         },
         Scenario(
-            operation: "chain \\.b.c.value: leaf change", peer: "Observation (track + mutate)", operationsPerIteration: 1
+            operation: "chain \\.b.c.value: leaf change", peer: "Observation (track + mutate)",
+            operationsPerIteration: 1
         ) { n in
             let root = ObservableChainRoot()
             let sink = Sink()
