@@ -35,6 +35,12 @@ let package = Package(
             path: "Examples/ControllerDemo",
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "ChainsDemo",
+            dependencies: ["SafeObserve"],
+            path: "Examples/ChainsDemo",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SafeObserveTests",
             dependencies: ["SafeObserve"],
