@@ -5,6 +5,10 @@ import PackageDescription
 // concurrency checking) everywhere.
 let swiftSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
+    // Internal consistency checks (`SafeObservation._checkInvariants`), as
+    // swift-collections' COLLECTIONS_INTERNAL_CHECKS: on in debug builds, so
+    // the tests run them; compiled away in release builds.
+    .define("SAFEOBSERVE_INTERNAL_CHECKS", .when(configuration: .debug)),
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
 ]

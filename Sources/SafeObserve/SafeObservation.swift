@@ -46,6 +46,28 @@ public enum SafeObservation {
     /// - Complexity: O(*p* + *n*): it reflects over the object's *p* stored
     ///   properties. Meant for debugging and tests, not hot paths.
     public static func relations(of object: some SafeObservable) -> [ObservationToken] {
+        let channels = _channels(of: object)
+        // A derived key path rooted here (`\.account.balance`) is listed
+        // through its dependency on one of this object's properties.
+        var listed = Set<ObjectIdentifier>()
+        var relations: [_Relation] = []
+        for relation in channels.flatMap({ $0.liveRelations() }) {
+            var listedRelation: _Relation? = relation
+            if relation.isDependency {
+                // unsafeDowncast: a dependency's listener is always its derivation.
+                listedRelation = relation.listener.load().flatMap {
+                    unsafeDowncast($0, to: _Derivation.self).relation(rootedAt: object)
+                }
+            }
+            if let listedRelation, listed.insert(ObjectIdentifier(listedRelation)).inserted {
+                relations.append(listedRelation)
+            }
+        }
+        return relations.map(ObservationToken.init)
+    }
+
+    /// The channels of `object`'s properties observed so far (reflection).
+    static func _channels(of object: some SafeObservable) -> [_Channel] {
         var mirrors: [Mirror] = []
         var mirror: Mirror? = Mirror(reflecting: object)  // a custom mirror is user code: unlocked
         while let current = mirror {
@@ -71,23 +93,7 @@ public enum SafeObservation {
                 channels += registrar.channels()
             }
         }
-        // A derived key path rooted here (`\.account.balance`) is listed
-        // through its dependency on one of this object's properties.
-        var listed = Set<ObjectIdentifier>()
-        var relations: [_Relation] = []
-        for relation in channels.flatMap({ $0.liveRelations() }) {
-            var listedRelation: _Relation? = relation
-            if relation.isDependency {
-                // unsafeDowncast: a dependency's listener is always its derivation.
-                listedRelation = relation.listener.load().flatMap {
-                    unsafeDowncast($0, to: _Derivation.self).relation(rootedAt: object)
-                }
-            }
-            if let listedRelation, listed.insert(ObjectIdentifier(listedRelation)).inserted {
-                relations.append(listedRelation)
-            }
-        }
-        return relations.map(ObservationToken.init)
+        return channels
     }
 }
 
