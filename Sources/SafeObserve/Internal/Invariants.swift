@@ -86,7 +86,8 @@ extension SafeObservation {
                     }
                     precondition(listed, "_ListenerProxy: an active relation is missing from its channel")
                 } else {
-                    precondition(relation.derivation != nil, "_ListenerProxy: a relation with neither channel nor derivation")
+                    precondition(
+                        relation.derivation != nil, "_ListenerProxy: a relation with neither channel nor derivation")
                 }
             }
         }
