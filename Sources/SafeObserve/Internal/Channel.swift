@@ -232,17 +232,15 @@ final class _Channel: Sendable {
             defer { state.relations = [] }
             return state.relations
         }
-        var byProxy: [ObjectIdentifier: (proxy: _ListenerProxy, relations: [_Relation])] = [:]
         var derivations: [(derivation: _Derivation, dependency: _Relation)] = []
         for case let relation? in relations where relation.markEnded() {
-            byProxy[ObjectIdentifier(relation.proxy), default: (relation.proxy, [])].relations.append(relation)
+            // One short critical section per relation: most relations of an
+            // object have distinct listeners, so grouping would not pay.
+            relation.proxy.forget(relation)
             if relation.isDependency, let listener = relation.listener.load() {
                 // unsafeDowncast: a dependency's listener is always its derivation.
                 derivations.append((unsafeDowncast(listener, to: _Derivation.self), relation))
             }
-        }
-        for (_, group) in byProxy {
-            group.proxy.forget(group.relations)
         }
         // Derived key paths that read this property learn that its object
         // died: they end if it was their root, or forget the dependency.

@@ -57,16 +57,6 @@ final class _ListenerProxy: Sendable {
         _ = released
     }
 
-    /// Forgets `relations` (already ended by the caller).
-    ///
-    /// - Complexity: O(*m*) expected.
-    func forget(_ relations: [_Relation]) {
-        let released = state.withLock { state in
-            relations.compactMap { relation in state.relations.remove(under: relation.objectID) { $0 === relation } }
-        }
-        _ = released
-    }
-
     /// The active relations on `object` (or on every object when `nil`).
     ///
     /// - Complexity: O(*k*) expected for one object; O(*n*) for all.
