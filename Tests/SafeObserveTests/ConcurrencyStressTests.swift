@@ -722,7 +722,7 @@ struct ConcurrencyStressTests {
 
 // MARK: - Support (file-private)
 
-private enum StressConfig {
+enum StressConfig {
     /// `SAFEOBSERVE_STRESS_ITERATIONS`, a multiplier (1 when unset).
     static let multiplier: Int? = {
         guard let raw = getenv("SAFEOBSERVE_STRESS_ITERATIONS"),
@@ -748,13 +748,13 @@ private enum StressConfig {
 /// this, LeakSanitizer reports at exit the weak-reference side tables that the
 /// tests' `weak` references gave them: a side table's only pointer is stored
 /// encoded in its object's header, where LeakSanitizer cannot see it.
-private func stressReleaseDeadListenerMemory() {
+func stressReleaseDeadListenerMemory() {
     _ProxyTable.shared.sweepAll()
 }
 
 /// Runs every body on its own pthread, all released together, and joins them
 /// (`pthread_join` is what orders the bodies' effects before the caller's checks).
-private func stressRunConcurrently(_ bodies: [@Sendable () -> Void]) {
+func stressRunConcurrently(_ bodies: [@Sendable () -> Void]) {
     let arrived = StressAtomic()
     let total = bodies.count
     var threads: [pthread_t] = []
