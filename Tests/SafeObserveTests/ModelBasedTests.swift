@@ -16,7 +16,8 @@ import Testing
 ///
 /// A failure prints its seed and a shrunk reproduction.
 /// `SAFEOBSERVE_MODEL_SEQUENCES=N` runs N sequences per test instead of the
-/// default; `SAFEOBSERVE_SOAK_SECONDS=S` keeps drawing new seeds for S seconds.
+/// default (a quarter of it under a sanitizer); `SAFEOBSERVE_SOAK_SECONDS=S`
+/// keeps drawing new seeds for S seconds.
 @Suite("Model-based random sequences")
 struct ModelBasedTests {
     @Test(arguments: [(length: 24, seeds: 0..<UInt64(2000)), (length: 120, seeds: 1_000_000..<1_000_400)])
@@ -45,8 +46,11 @@ struct ModelBasedTests {
 }
 
 enum ModelConfig {
+    /// `SAFEOBSERVE_MODEL_SEQUENCES`, else `count` (a quarter under a sanitizer:
+    /// the runs are single-threaded, the sanitizers mostly slow them down).
     static func sequences(default count: UInt64) -> UInt64 {
-        environment("SAFEOBSERVE_MODEL_SEQUENCES").flatMap(UInt64.init) ?? count
+        environment("SAFEOBSERVE_MODEL_SEQUENCES").flatMap(UInt64.init)
+            ?? (StressConfig.isSanitized ? count / 4 : count)
     }
     static var soakSeconds: Int? { environment("SAFEOBSERVE_SOAK_SECONDS").flatMap(Int.init) }
     private static func environment(_ name: String) -> String? {
