@@ -1,6 +1,14 @@
 import SafeObserve
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// A sequence that the library and the reference model disagree on.
 public struct ModelFailure: Error, CustomStringConvertible {
     /// The index of the step after which they disagreed (`operations.count` for the final teardown).
@@ -131,7 +139,13 @@ func checkInvariants(_ world: ModelWorld, against model: ReferenceModel) -> [Str
     }
 
     // Handlers: released once their relation ended; kept while it is live.
-    let released = world.census.releasedHandlers.withLock { $0 }
+    // Another thread may be releasing one: the process-wide sweep of dead
+    // plain listeners (run by any thread's registration, e.g. a test running
+    // in parallel) can end a relation of this world first, and then releases
+    // its handler on that thread, just after unlocking. So wait briefly.
+    let mustBeReleased = Set(
+        model.discardedHandlers + model.relations.filter(\.isEnded).map(\.handler))
+    let released = awaitRelease(of: mustBeReleased, in: world.census)
     for handler in model.discardedHandlers where !released.contains(handler) {
         problems.append("handler #\(handler), given to a dedupe hit, was not released")
     }
@@ -194,4 +208,16 @@ func checkInvariants(_ world: ModelWorld, against model: ReferenceModel) -> [Str
         }
     }
     return problems
+}
+
+/// The released handlers, once they include `handlers` or after a second.
+private func awaitRelease(of handlers: Set<Int>, in census: ModelCensus) -> Set<Int> {
+    var released = census.releasedHandlers.withLock { $0 }
+    var attempts = 0
+    while !handlers.isSubset(of: released), attempts < 1000 {
+        usleep(1000)
+        attempts += 1
+        released = census.releasedHandlers.withLock { $0 }
+    }
+    return released
 }
