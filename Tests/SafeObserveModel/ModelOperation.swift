@@ -8,8 +8,8 @@ import SafeObserve
 public enum ModelOperation: Hashable, Sendable, CustomStringConvertible {
     /// Puts a new observed object in a slot (releasing the one there).
     case makeObject(slot: Int, mutatesInDeinit: Bool)
-    /// Puts a new listener in a slot: a plain class, or a `SafeObserver`.
-    case makeListener(slot: Int, isSafeObserver: Bool)
+    /// Puts a new listener of some kind in a slot.
+    case makeListener(slot: Int, kind: ListenerKind)
     /// Observes a property; the handler runs `reaction` on each change it
     /// receives (not on `.initial`), while fewer than `maxHandlerDepth`
     /// handlers are on the stack.
@@ -44,8 +44,8 @@ public enum ModelOperation: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .makeObject(let slot, let mutates):
             return "makeObject(O\(slot)\(mutates ? ", mutatesInDeinit" : ""))"
-        case .makeListener(let slot, let isSafeObserver):
-            return "makeListener(L\(slot), \(isSafeObserver ? "SafeObserver" : "plain"))"
+        case .makeListener(let slot, let kind):
+            return "makeListener(L\(slot), .\(kind))"
         case .observe(let listener, let object, let prop, let options, let reaction):
             let then = reaction.map { ", then: \($0)" } ?? ""
             return "observe(O\(object)\(property(prop)), by: L\(listener), "
@@ -66,6 +66,16 @@ public enum ModelOperation: Hashable, Sendable, CustomStringConvertible {
             return "release(O\(slot))"
         }
     }
+}
+
+/// How a listener ends its relations when it dies.
+public enum ListenerKind: Int, Hashable, Sendable {
+    /// A plain class: its relations end lazily (next change, object death, sweep).
+    case plain
+    /// A `SafeObserver`: its relations end inside its deinit.
+    case safeObserver
+    /// A plain class that calls `SafeObservation.removeAll(observedBy: self)` in its deinit.
+    case removesAllInDeinit
 }
 
 /// Where a generator's choices come from: a seeded generator, or fuzzer bytes.
@@ -125,7 +135,7 @@ extension ModelOperation {
         case 0..<2:
             return .makeObject(slot: object, mutatesInDeinit: entropy.next(2) == 0)
         case 2..<4:
-            return .makeListener(slot: listener, isSafeObserver: entropy.next(2) == 0)
+            return .makeListener(slot: listener, kind: ListenerKind(rawValue: entropy.next(3))!)
         case 4..<13:
             let options = UInt8(entropy.next(16))
             let reaction = reactions && entropy.next(3) == 0 ? generate(from: &entropy, reactions: false) : nil
@@ -169,6 +179,6 @@ extension ModelOperation {
     /// (Computed: a global holding enum boxes reads as a leak to LeakSanitizer.)
     public static var setUp: [ModelOperation] {
         (0..<objectSlots).map { .makeObject(slot: $0, mutatesInDeinit: $0 == 2) }
-            + (0..<listenerSlots).map { .makeListener(slot: $0, isSafeObserver: $0 == 1) }
+            + (0..<listenerSlots).map { .makeListener(slot: $0, kind: ListenerKind(rawValue: $0)!) }
     }
 }

@@ -76,6 +76,10 @@ class ModelListener {
 
 final class ModelPlainListener: ModelListener {}
 
+final class ModelTidyListener: ModelListener {
+    deinit { SafeObservation.removeAll(observedBy: self) }
+}
+
 final class ModelSafeListener: ModelListener, SafeObserver {
     let observerLifetime = ObserverLifetime()
 }
@@ -121,12 +125,13 @@ public final class ModelWorld: @unchecked Sendable {
             nextSerial += 1
             objects[slot] = ModelObject(
                 serial: nextSerial, values: values, mutatesInDeinit: mutatesInDeinit, census: census)
-        case .makeListener(let slot, let isSafeObserver):
+        case .makeListener(let slot, let kind):
             nextSerial += 1
-            listeners[slot] =
-                isSafeObserver
-                ? ModelSafeListener(serial: nextSerial, census: census)
-                : ModelPlainListener(serial: nextSerial, census: census)
+            switch kind {
+            case .plain: listeners[slot] = ModelPlainListener(serial: nextSerial, census: census)
+            case .safeObserver: listeners[slot] = ModelSafeListener(serial: nextSerial, census: census)
+            case .removesAllInDeinit: listeners[slot] = ModelTidyListener(serial: nextSerial, census: census)
+            }
         case .observe(let listenerSlot, let objectSlot, let property, let options, let reaction):
             guard let listener = listeners[listenerSlot], let object = objects[objectSlot] else { return }
             let handler = nextHandler

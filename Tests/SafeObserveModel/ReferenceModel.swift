@@ -6,7 +6,7 @@ public struct ReferenceModel {
         var isHeld = true  // the world's slot still references it
         var pins = 0  // references on the stack: a mutation, a handler's parameter
         var isAlive = true
-        var isSafeObserver = false
+        var endsRelationsInDeinit = false  // a SafeObserver, or removeAll in deinit
         var values = [0, 0]
     }
 
@@ -48,9 +48,9 @@ public struct ReferenceModel {
             let previous = objectSlots[slot]
             objectSlots[slot] = nextSerial
             if let previous { releaseObject(previous) }
-        case .makeListener(let slot, let isSafeObserver):
+        case .makeListener(let slot, let kind):
             nextSerial += 1
-            listeners[nextSerial] = Entity(isSafeObserver: isSafeObserver)
+            listeners[nextSerial] = Entity(endsRelationsInDeinit: kind != .plain)
             let previous = listenerSlots[slot]
             listenerSlots[slot] = nextSerial
             if let previous { releaseListener(previous) }
@@ -169,7 +169,7 @@ public struct ReferenceModel {
         guard let entity = listeners[listener], entity.isAlive, !entity.isHeld, entity.pins == 0 else { return }
         listeners[listener]!.isAlive = false
         for index in relations.indices where !relations[index].isEnded && relations[index].listener == listener {
-            if entity.isSafeObserver {
+            if entity.endsRelationsInDeinit {
                 relations[index].isEnded = true
             } else {
                 relations[index].isListenerGone = true

@@ -35,8 +35,12 @@ struct ConcurrentLifetimeStressTests {
     }
 
     private func runThreadsAndCheck(seed: UInt64, threads: Int, steps: Int, census: StressCensus) {
-        let listeners = SharedSlots<ProbeListener>(count: 4) { index in
-            index % 2 == 0 ? ProbePlainListener(census: census) : ProbeSafeListener(census: census)
+        let listeners = SharedSlots<ProbeListener>(count: 6) { index in
+            switch index % 3 {
+            case 0: ProbePlainListener(census: census)
+            case 1: ProbeSafeListener(census: census)
+            default: ProbeTidyListener(census: census)
+            }
         }
         let handedOff = SharedSlots<ProbeObject>(count: 0) { _ in ProbeObject(census: census) }
         let tokens = _Mutex<[ObservationToken]>([])
@@ -157,6 +161,11 @@ private class ProbeListener {
 }
 
 private final class ProbePlainListener: ProbeListener {}
+
+/// Unobserves everything in its own deinit, on whichever thread it dies.
+private final class ProbeTidyListener: ProbeListener {
+    deinit { SafeObservation.removeAll(observedBy: self) }
+}
 
 private final class ProbeSafeListener: ProbeListener, SafeObserver {
     let observerLifetime = ObserverLifetime()
