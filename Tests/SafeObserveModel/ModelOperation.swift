@@ -131,27 +131,29 @@ extension ModelOperation {
         let object = entropy.next(objectSlots)
         let listener = entropy.next(listenerSlots)
         let property = entropy.next(propertyCount)
+        // Weights out of 32: slots refill three times as often as they empty,
+        // so most steps find both sides alive.
         switch entropy.next(32) {
-        case 0..<2:
+        case 0..<3:
             return .makeObject(slot: object, mutatesInDeinit: entropy.next(2) == 0)
-        case 2..<4:
+        case 3..<6:
             return .makeListener(slot: listener, kind: ListenerKind(rawValue: entropy.next(3))!)
-        case 4..<13:
+        case 6..<15:
             let options = UInt8(entropy.next(16))
             let reaction = reactions && entropy.next(3) == 0 ? generate(from: &entropy, reactions: false) : nil
             return .observe(
                 listener: listener, object: object, property: property, options: options, reaction: reaction)
-        case 13..<15:
+        case 15..<17:
             return .unobserveKeyPath(listener: listener, object: object, property: property)
-        case 15:
+        case 17:
             return .unobserveListener(listener: listener, object: object)
-        case 16:
+        case 18:
             return .removeAll(listener: listener)
-        case 17..<19:
+        case 19..<21:
             return .invalidate(relation: entropy.next(256))
-        case 19..<28:
+        case 21..<30:
             return .mutate(object: object, property: property)
-        case 28..<30:
+        case 30:
             return .releaseListener(slot: listener)
         default:
             return .releaseObject(slot: object)

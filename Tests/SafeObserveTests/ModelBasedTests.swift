@@ -20,7 +20,7 @@ import Testing
 /// keeps drawing new seeds for S seconds.
 @Suite("Model-based random sequences")
 struct ModelBasedTests {
-    @Test(arguments: [(length: 24, seeds: 0..<UInt64(2000)), (length: 120, seeds: 1_000_000..<1_000_400)])
+    @Test(arguments: [(length: 24, seeds: 0..<UInt64(1500)), (length: 120, seeds: 1_000_000..<1_000_250)])
     func randomSequencesMatchTheModel(length: Int, seeds: Range<UInt64>) {
         let count = ModelConfig.sequences(default: UInt64(seeds.count))
         let seeds = seeds.lowerBound..<(seeds.lowerBound + count)
