@@ -45,9 +45,25 @@ let package = Package(
             path: "Examples/ChainsDemo",
             swiftSettings: swiftSettings
         ),
+        // Test support, not a product: the operation generator, the reference
+        // model and the runner shared by the tests and the fuzzer.
+        .target(
+            name: "SafeObserveModel",
+            dependencies: ["SafeObserve"],
+            path: "Tests/SafeObserveModel",
+            swiftSettings: swiftSettings
+        ),
+        // A libFuzzer target when built by Fuzz/run.sh (`-DFUZZING`); otherwise
+        // a replayer of corpus files, so `swift build` builds it everywhere.
+        .executableTarget(
+            name: "SafeObserveFuzz",
+            dependencies: ["SafeObserveModel"],
+            path: "Fuzz/SafeObserveFuzz",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SafeObserveTests",
-            dependencies: ["SafeObserve"],
+            dependencies: ["SafeObserve", "SafeObserveModel"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -720,7 +720,7 @@ struct ConcurrencyStressTests {
     }
 }
 
-// MARK: - Support (file-private)
+// MARK: - Support (shared with the other stress suites)
 
 /// Frees the allocations of dead plain listeners that the proxy table still
 /// lists (its amortized sweep would, later). They are already deinitialized;
@@ -728,13 +728,13 @@ struct ConcurrencyStressTests {
 /// this, LeakSanitizer reports at exit the weak-reference side tables that the
 /// tests' `weak` references gave them: a side table's only pointer is stored
 /// encoded in its object's header, where LeakSanitizer cannot see it.
-private func stressReleaseDeadListenerMemory() {
+func stressReleaseDeadListenerMemory() {
     _ProxyTable.shared.sweepAll()
 }
 
 /// Runs every body on its own pthread, all released together, and joins them
 /// (`pthread_join` is what orders the bodies' effects before the caller's checks).
-private func stressRunConcurrently(_ bodies: [@Sendable () -> Void]) {
+func stressRunConcurrently(_ bodies: [@Sendable () -> Void]) {
     let arrived = StressAtomic()
     let total = bodies.count
     var threads: [pthread_t] = []

@@ -1,4 +1,4 @@
-/// Internal consistency checks, compiled only with the
+/// Internal consistency checks (underscored: not API), compiled only with the
 /// `SAFEOBSERVE_INTERNAL_CHECKS` define (Package.swift sets it for debug
 /// builds, so the tests run them; release builds compile them away).
 ///
@@ -13,7 +13,7 @@ extension SafeObservation {
     /// ```swift
     /// SafeObservation._checkInvariants(of: counter)   // tests, after each step
     /// ```
-    static func _checkInvariants(of object: some SafeObservable) {
+    public static func _checkInvariants(of object: some SafeObservable) {
         #if SAFEOBSERVE_INTERNAL_CHECKS
             for channel in _channels(of: object) {
                 channel._checkInvariants()
@@ -27,7 +27,7 @@ extension SafeObservation {
     /// ```swift
     /// SafeObservation._checkInvariants(observedBy: label)
     /// ```
-    static func _checkInvariants(observedBy listener: AnyObject) {
+    public static func _checkInvariants(observedBy listener: AnyObject) {
         #if SAFEOBSERVE_INTERNAL_CHECKS
             _ListenerProxy.of(listener, create: false)?._checkInvariants()
         #endif
@@ -36,31 +36,36 @@ extension SafeObservation {
 
 #if SAFEOBSERVE_INTERNAL_CHECKS
     extension _Channel {
-        /// Slots, counts, and proxy membership of every relation on this channel.
+        /// Slots and counts (under the lock), then proxy membership of every
+        /// relation whose listener is alive. (A dead plain listener's
+        /// relations may be in the middle of being swept by another thread —
+        /// ended and gone from the proxy, not yet from the channel — so they
+        /// are only checked for slots and counts.)
         func _checkInvariants() {
-            let (relations, isTornDown, counts) = state.withLock { state in
-                (state.relations, state.isTornDown, (state.liveCount, state.oldCount, state.priorCount))
+            let relations = state.withLock { state -> ContiguousArray<_Relation?> in
+                if state.isTornDown {
+                    precondition(state.relations.isEmpty, "_Channel: torn down but still lists relations")
+                }
+                var counts = (live: 0, old: 0, prior: 0)
+                for (index, entry) in state.relations.enumerated() {
+                    guard let relation = entry else { continue }
+                    precondition(relation.slot == index, "_Channel: relation at \(index) records slot \(relation.slot)")
+                    precondition(relation.channel === self, "_Channel: a relation of another channel is listed")
+                    counts.live += 1
+                    if relation.options.contains(.old) { counts.old += 1 }
+                    if relation.options.contains(.prior) { counts.prior += 1 }
+                }
+                precondition(
+                    (state.liveCount, state.oldCount, state.priorCount) == counts,
+                    "_Channel: counts \((state.liveCount, state.oldCount, state.priorCount)) but \(counts)")
+                precondition(state.relations.last.map { $0 != nil } ?? true, "_Channel: trailing ended slots kept")
+                return state.relations
             }
-            if isTornDown {
-                precondition(relations.isEmpty, "_Channel: torn down but still lists relations")
-                return
-            }
-            var live = 0
-            var old = 0
-            var prior = 0
-            for (index, entry) in relations.enumerated() {
-                guard let relation = entry else { continue }
-                precondition(relation.slot == index, "_Channel: relation at \(index) records slot \(relation.slot)")
-                precondition(relation.channel === self, "_Channel: a relation of another channel is listed")
-                live += 1
-                if relation.options.contains(.old) { old += 1 }
-                if relation.options.contains(.prior) { prior += 1 }
-                precondition(relation.isActive, "_Channel: an ended relation is still listed")
+            for case let relation? in relations where !relation.listener.isGone {
+                precondition(relation.isActive, "_Channel: an ended relation of a live listener is still listed")
                 precondition(
                     relation.proxy._holds(relation), "_Channel: a listed relation is missing from its listener's proxy")
             }
-            precondition(relations.last.map { $0 != nil } ?? true, "_Channel: trailing ended slots were not dropped")
-            precondition(counts == (live, old, prior), "_Channel: counts \(counts) but \((live, old, prior))")
         }
     }
 

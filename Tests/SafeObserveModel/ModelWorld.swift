@@ -1,0 +1,194 @@
+import SafeObserve
+import Synchronization
+
+/// What a run observes: every delivery and every observation's result, in order.
+public enum ModelEvent: Hashable, Sendable, CustomStringConvertible {
+    /// A handler ran: which handler, for which listener and object (by serial), with what change.
+    case delivery(handler: Int, listener: Int, object: Int, new: Int?, old: Int?, isPrior: Bool, isInitial: Bool)
+    /// An observation returned the token of relation `relation` (a new one, or a dedupe hit).
+    case observed(relation: Int)
+
+    /// One line, for failure reports.
+    public var description: String {
+        switch self {
+        case .delivery(let handler, let listener, let object, let new, let old, let isPrior, let isInitial):
+            let value = "\(old.map(String.init) ?? "nil")->\(new.map(String.init) ?? "nil")"
+            return "handler #\(handler) (listener \(listener), object \(object)) got \(value)"
+                + (isPrior ? " prior" : "") + (isInitial ? " initial" : "")
+        case .observed(let relation):
+            return "observe returned relation #\(relation)"
+        }
+    }
+}
+
+/// Deinit counters of the world's objects, listeners and handler captures.
+final class ModelCensus: Sendable {
+    let deadObjects = Mutex<Set<Int>>([])
+    let deadListeners = Mutex<Set<Int>>([])
+    let releasedHandlers = Mutex<Set<Int>>([])
+    /// Handlers that ran for a listener whose deinit had started (must stay empty).
+    let callsToTheDead = Mutex<[Int]>([])
+}
+
+final class ModelObject: SafeObservable {
+    @Observed var first: Int
+    @Observed var second: Int
+    let serial: Int
+    let mutatesInDeinit: Bool
+    let census: ModelCensus
+
+    init(serial: Int, values: (Int, Int), mutatesInDeinit: Bool, census: ModelCensus) {
+        self.serial = serial
+        self.mutatesInDeinit = mutatesInDeinit
+        self.census = census
+        first = values.0
+        second = values.1
+    }
+
+    deinit {
+        if mutatesInDeinit {  // must not be delivered
+            first = -1
+            second = -2
+        }
+        _ = census.deadObjects.withLock { $0.insert(serial) }
+    }
+
+    static func keyPath(_ property: Int) -> KeyPath<ModelObject, Int> {
+        property == 0 ? \.first : \.second
+    }
+}
+
+class ModelListener {
+    let serial: Int
+    let census: ModelCensus
+    let isDying = Atomic<Bool>(false)
+
+    init(serial: Int, census: ModelCensus) {
+        self.serial = serial
+        self.census = census
+    }
+
+    deinit {
+        isDying.store(true, ordering: .releasing)
+        _ = census.deadListeners.withLock { $0.insert(serial) }
+    }
+}
+
+final class ModelPlainListener: ModelListener {}
+
+final class ModelTidyListener: ModelListener {
+    deinit { SafeObservation.removeAll(observedBy: self) }
+}
+
+final class ModelSafeListener: ModelListener, SafeObserver {
+    let observerLifetime = ObserverLifetime()
+}
+
+/// What each handler captures, to prove the handler was released.
+final class ModelCapture: Sendable {
+    let handler: Int
+    let census: ModelCensus
+
+    init(handler: Int, census: ModelCensus) {
+        self.handler = handler
+        self.census = census
+    }
+
+    deinit { _ = census.releasedHandlers.withLock { $0.insert(handler) } }
+}
+
+/// The system under test: real objects, listeners and tokens, driven by
+/// `ModelOperation`s, recording `ModelEvent`s.
+public final class ModelWorld: @unchecked Sendable {
+    // @unchecked Sendable: a model run is single-threaded; handlers capture the
+    // world only to record on the thread that is running the sequence.
+    var objects: [ModelObject?] = Array(repeating: nil, count: ModelOperation.objectSlots)
+    var listeners: [ModelListener?] = Array(repeating: nil, count: ModelOperation.listenerSlots)
+    /// The token of each relation, in the order the relations were made.
+    var tokens: [ObservationToken] = []
+    var relationOfToken: [ObservationToken: Int] = [:]
+    var events: [ModelEvent] = []
+    let census = ModelCensus()
+    var nextSerial = 0
+    var nextValue = 1
+    var nextHandler = 0
+    var depth = 0
+
+    /// An empty world: every slot empty.
+    public init() {}
+
+    func perform(_ operation: ModelOperation) {
+        switch operation {
+        case .makeObject(let slot, let mutatesInDeinit):
+            let values = (nextValue, nextValue + 1)
+            nextValue += 2
+            nextSerial += 1
+            objects[slot] = ModelObject(
+                serial: nextSerial, values: values, mutatesInDeinit: mutatesInDeinit, census: census)
+        case .makeListener(let slot, let kind):
+            nextSerial += 1
+            switch kind {
+            case .plain: listeners[slot] = ModelPlainListener(serial: nextSerial, census: census)
+            case .safeObserver: listeners[slot] = ModelSafeListener(serial: nextSerial, census: census)
+            case .removesAllInDeinit: listeners[slot] = ModelTidyListener(serial: nextSerial, census: census)
+            }
+        case .observe(let listenerSlot, let objectSlot, let property, let options, let reaction):
+            guard let listener = listeners[listenerSlot], let object = objects[objectSlot] else { return }
+            let handler = nextHandler
+            nextHandler += 1
+            let capture = ModelCapture(handler: handler, census: census)
+            let token = object.safeObserve(
+                ModelObject.keyPath(property), by: listener, options: ObservationOptions(rawValue: options)
+            ) { [self] listener, object, change in
+                withExtendedLifetime(capture) {}
+                received(handler: handler, listener: listener, object: object, change: change, reaction: reaction)
+            }
+            if let relation = relationOfToken[token] {
+                events.append(.observed(relation: relation))
+            } else {
+                relationOfToken[token] = tokens.count
+                events.append(.observed(relation: tokens.count))
+                tokens.append(token)
+            }
+        case .unobserveKeyPath(let listenerSlot, let objectSlot, let property):
+            guard let listener = listeners[listenerSlot], let object = objects[objectSlot] else { return }
+            object.safeUnobserve(ModelObject.keyPath(property), by: listener)
+        case .unobserveListener(let listenerSlot, let objectSlot):
+            guard let listener = listeners[listenerSlot], let object = objects[objectSlot] else { return }
+            object.safeUnobserve(by: listener)
+        case .removeAll(let listenerSlot):
+            guard let listener = listeners[listenerSlot] else { return }
+            SafeObservation.removeAll(observedBy: listener)
+        case .invalidate(let relation):
+            guard !tokens.isEmpty else { return }
+            tokens[relation % tokens.count].invalidate()
+        case .mutate(let objectSlot, let property):
+            // Held here for the whole mutation, as any caller holds what it mutates.
+            guard let object = objects[objectSlot] else { return }
+            let value = nextValue
+            nextValue += 1
+            if property == 0 { object.first = value } else { object.second = value }
+        case .releaseListener(let slot):
+            listeners[slot] = nil
+        case .releaseObject(let slot):
+            objects[slot] = nil
+        }
+    }
+
+    private func received(
+        handler: Int, listener: ModelListener, object: ModelObject, change: ObservedChange<Int>,
+        reaction: ModelOperation?
+    ) {
+        if listener.isDying.load(ordering: .acquiring) {
+            census.callsToTheDead.withLock { $0.append(handler) }
+        }
+        events.append(
+            .delivery(
+                handler: handler, listener: listener.serial, object: object.serial, new: change.newValue,
+                old: change.oldValue, isPrior: change.isPrior, isInitial: change.isInitial))
+        guard let reaction, !change.isInitial, depth < ModelOperation.maxHandlerDepth else { return }
+        depth += 1
+        perform(reaction)
+        depth -= 1
+    }
+}

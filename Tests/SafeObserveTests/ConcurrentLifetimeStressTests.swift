@@ -1,0 +1,256 @@
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+/// The model's operations from several threads at once: observing, mutating,
+/// the three removals, token invalidation, and the death of listeners and
+/// objects on threads other than the ones that made them — checked at the
+/// quiescent point after every round.
+///
+/// Each thread registers on and mutates only its own objects (registration
+/// reads the property); listeners, tokens and handed-off objects are shared,
+/// and are released, invalidated or unobserved from any thread.
+///
+/// Checks: no handler runs for a listener whose deinit started; each relation
+/// sees its object's values in order with none skipped while it is live; at
+/// quiescence every live relation is listed by both sides and receives the
+/// next change exactly once (no lost relation); after release, every object,
+/// listener and handler capture is gone. Looped; `SAFEOBSERVE_STRESS_ITERATIONS`
+/// multiplies the rounds.
+@Suite("Concurrent lifetime stress", .serialized)
+struct ConcurrentLifetimeStressTests {
+    @Test func randomOperationsFromSeveralThreads_keepEveryInvariant() {
+        for round in 0..<StressConfig.rounds(100) {
+            runRound(seed: UInt64(round) &* 0x9E37_79B9 &+ 17, threads: 4, steps: 400)
+        }
+    }
+
+    private func runRound(seed: UInt64, threads: Int, steps: Int) {
+        let census = StressCensus()
+        runThreadsAndCheck(seed: seed, threads: threads, steps: steps, census: census)
+        #expect(census.objects.liveCount == 0, "an observed object leaked")
+        #expect(census.listeners.liveCount == 0, "a listener leaked")
+        #expect(census.captures.liveCount == 0, "a handler (and its captures) leaked")
+    }
+
+    private func runThreadsAndCheck(seed: UInt64, threads: Int, steps: Int, census: StressCensus) {
+        let listeners = SharedSlots<ProbeListener>(count: 6) { index in
+            switch index % 3 {
+            case 0: ProbePlainListener(census: census)
+            case 1: ProbeSafeListener(census: census)
+            default: ProbeTidyListener(census: census)
+            }
+        }
+        let handedOff = SharedSlots<ProbeObject>(count: 0) { _ in ProbeObject(census: census) }
+        let tokens = _Mutex<[ObservationToken]>([])
+        let probes = _Mutex<[ObservationToken: RelationProbe]>([:])
+
+        stressRunConcurrently(
+            (0..<threads).map { thread in
+                { @Sendable in
+                    var random = SplitMix64(seed: seed &+ UInt64(thread))
+                    // This thread's objects: only it registers on and mutates them.
+                    var own = [ProbeObject(census: census), ProbeObject(census: census)]
+                    for _ in 0..<steps {
+                        let object = own[random.next(own.count)]
+                        switch random.next(16) {
+                        case 0..<5:
+                            let listener = listeners.pick(&random)
+                            let options = ObservationOptions(rawValue: UInt8(random.next(16)))
+                            let probe = RelationProbe(census: census, startingAt: object.value)
+                            let token = object.safeObserve(\.value, by: listener, options: options) {
+                                listener, _, change in
+                                probe.received(change, options: options, listener: listener)
+                            }
+                            if token.isActive {
+                                // A dedupe hit keeps the first relation's probe.
+                                probes.withLock {
+                                    if $0[token] == nil { $0[token] = probe }
+                                }
+                                tokens.withLock { $0.append(token) }
+                            }
+                        case 5..<10:
+                            object.value += 1
+                        case 10:
+                            let token = tokens.withLock { $0.isEmpty ? nil : $0[random.next($0.count)] }
+                            token?.invalidate()
+                        case 11:
+                            object.safeUnobserve(\.value, by: listeners.pick(&random))
+                        case 12:
+                            SafeObservation.removeAll(observedBy: listeners.pick(&random))
+                        case 13:
+                            // The old one dies here, or mid-delivery on another thread.
+                            listeners.replace(random.next(listeners.count))
+                        case 14:
+                            // Another thread may release it; nobody mutates it any more.
+                            let index = random.next(own.count)
+                            handedOff.append(own[index])
+                            own[index] = ProbeObject(census: census)
+                        default:
+                            handedOff.removeRandom(&random)  // often made by another thread
+                        }
+                    }
+                    for object in own { handedOff.append(object) }
+                }
+            })
+
+        // Quiescent: every relation the library calls live is listed by both
+        // sides and gets the next change exactly once.
+        let liveObjects = handedOff.all
+        let liveListeners = listeners.all
+        let allTokens = tokens.withLock { $0 }
+        let probeOf = probes.withLock { $0 }
+        for object in liveObjects {
+            let listed = Set(SafeObservation.relations(of: object))
+            let expected = allTokens.filter {
+                $0.isActive && $0.observedObjectID == ObjectIdentifier(object) && $0.listener != nil
+            }
+            for token in expected {
+                #expect(listed.contains(token), "a live relation is not listed by its object")
+                if let listener = token.listener {
+                    #expect(SafeObservation.relations(observedBy: listener).contains(token))
+                    #expect(liveListeners.contains { $0 === listener })
+                }
+            }
+            let before = expected.map { probeOf[$0]?.changes ?? -1 }
+            object.value += 1
+            let after = expected.map { probeOf[$0]?.changes ?? -1 }
+            #expect(after == before.map { $0 + 1 }, "a live relation missed or repeated a change")
+        }
+        #expect(census.violations.load(ordering: .relaxed) == 0, "a dead listener was called, or a change skipped")
+
+        // Release everything: nothing may remain.
+        listeners.removeAll()
+        handedOff.removeAll()
+        tokens.withLock { $0 = [] }
+        probes.withLock { $0 = [:] }
+    }
+}
+
+/// Deinit counters and the violation count of one round.
+private final class StressCensus: Sendable {
+    let objects = LifetimeCounter()
+    let listeners = LifetimeCounter()
+    let captures = LifetimeCounter()
+    let violations = Atomic<Int>(0)
+    func violated() { violations.add(1, ordering: .relaxed) }
+}
+
+private final class ProbeObject: SafeObservable {
+    @Observed var value = 0
+    let census: StressCensus
+    init(census: StressCensus) {
+        self.census = census
+        census.objects.didInit()
+    }
+    deinit { census.objects.didDeinit() }
+}
+
+private class ProbeListener {
+    let isDying = Atomic<Bool>(false)
+    let census: StressCensus
+    init(census: StressCensus) {
+        self.census = census
+        census.listeners.didInit()
+    }
+    deinit {
+        isDying.store(true, ordering: .releasing)
+        census.listeners.didDeinit()
+    }
+}
+
+private final class ProbePlainListener: ProbeListener {}
+
+/// Unobserves everything in its own deinit, on whichever thread it dies.
+private final class ProbeTidyListener: ProbeListener {
+    deinit { SafeObservation.removeAll(observedBy: self) }
+}
+
+private final class ProbeSafeListener: ProbeListener, SafeObserver {
+    let observerLifetime = ObserverLifetime()
+}
+
+/// What one handler captures: the last value its relation saw, and a count.
+private final class RelationProbe: Sendable {
+    let census: StressCensus
+    private let last: Atomic<Int>
+    private let count = Atomic<Int>(0)
+
+    init(census: StressCensus, startingAt value: Int) {
+        self.census = census
+        last = Atomic(value)
+        census.captures.didInit()
+    }
+    deinit { census.captures.didDeinit() }
+
+    /// Changes received (not prior, not initial).
+    var changes: Int { count.load(ordering: .acquiring) }
+
+    /// Changes of one object come from one thread at a time: 1, 2, 3, … with none skipped.
+    func received(_ change: ObservedChange<Int>, options: ObservationOptions, listener: ProbeListener) {
+        if listener.isDying.load(ordering: .acquiring) { census.violated() }
+        if change.isInitial { return }
+        let last = last.load(ordering: .relaxed)
+        if options.contains(.old), change.oldValue != last { census.violated() }
+        if change.isPrior { return }
+        if options.contains(.new), change.newValue != last + 1 { census.violated() }
+        self.last.store(last + 1, ordering: .relaxed)
+        count.add(1, ordering: .releasing)
+    }
+}
+
+/// Objects shared by the threads of a round, only touched under the lock;
+/// whatever is removed is released after unlocking, on the calling thread.
+private final class SharedSlots<Object: AnyObject>: @unchecked Sendable {
+    // @unchecked Sendable: the slots are only touched under the lock; what the
+    // threads do with a picked object is what the library allows from any thread.
+    private let slots: _Mutex<[Object]>
+    private let make: @Sendable (Int) -> Object
+    let count: Int
+
+    init(count: Int, make: @escaping @Sendable (Int) -> Object) {
+        self.count = count
+        self.make = make
+        // nonisolated(unsafe): freshly made objects, moved into the lock; no other reference.
+        nonisolated(unsafe) let initial = (0..<count).map(make)
+        slots = _Mutex(initial)
+    }
+
+    func pick(_ random: inout SplitMix64) -> Object {
+        let draw = random.next(1 << 30)
+        return slots.withLock { $0[draw % $0.count] }
+    }
+
+    func replace(_ index: Int) {
+        // nonisolated(unsafe): a freshly made object, moved into the lock; no other reference.
+        nonisolated(unsafe) let fresh = make(index)
+        let old = slots.withLock { slots in
+            defer { slots[index] = fresh }
+            return slots[index]
+        }
+        _ = old  // released here, unlocked
+    }
+
+    func append(_ object: Object) {
+        // nonisolated(unsafe): the caller hands the object over; it keeps no reference it uses.
+        nonisolated(unsafe) let object = object
+        slots.withLock { $0.append(object) }
+    }
+
+    func removeRandom(_ random: inout SplitMix64) {
+        let draw = random.next(1 << 30)
+        let removed = slots.withLock { $0.isEmpty ? nil : $0.remove(at: draw % $0.count) }
+        _ = removed  // released here, unlocked
+    }
+
+    var all: [Object] { slots.withLock { $0 } }
+
+    func removeAll() {
+        let released = slots.withLock { slots in
+            defer { slots = [] }
+            return slots
+        }
+        _ = released
+    }
+}
