@@ -506,7 +506,7 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         var indexByObject: [ObjectIdentifier: Int] = [:]
         for token in relations {
             guard let id = token.observedObjectID, let keyPath = token.keyPath else { continue }
-            let entry = "\(keyPath) \(token.options)"
+            let entry = "\(_KeyPathNames.describe(keyPath)) \(token.options)"
             if let index = indexByObject[id] {
                 lines[index] += "; " + entry
             } else {

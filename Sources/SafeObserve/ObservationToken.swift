@@ -146,7 +146,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     public var debugDescription: String {
         guard let keyPath else { return "ObservationToken(inert)" }
         let listenerName = listener.map { String(describing: type(of: $0)) } ?? "<released>"
-        return "ObservationToken(\(keyPath), listener: \(listenerName), options: \(options), "
+        return "ObservationToken(\(_KeyPathNames.describe(keyPath)), listener: \(listenerName), options: \(options), "
             + (isActive ? "active)" : "ended)")
     }
 }

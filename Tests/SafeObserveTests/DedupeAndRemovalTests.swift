@@ -127,6 +127,7 @@ struct DedupeAndRemovalTests {
         #expect(token.observedObjectID == ObjectIdentifier(counter))
         #expect(token.listener === listener)
         #expect(token.debugDescription.contains("Listener"))
+        #expect(token.debugDescription.contains("\\Counter.count,"), "the @Observed property is not named")
         #expect(token.debugDescription.contains("[.new, .old]"))
         #expect(token.debugDescription.hasSuffix("active)"))
         token.invalidate()

@@ -59,6 +59,13 @@ final class Owned: SafeObservable {
     init(owner: Account) { self.owner = owner }
 }
 
+/// A computed property over many objects: more dependencies than a chain.
+final class Portfolio: SafeObservable {
+    let accounts = (0..<12).map { Account(balance: $0) }
+    @Observed var window = 0..<12
+    var total: Int { accounts[window].reduce(0) { $0 + $1.balance } }
+}
+
 @Suite("Derived key paths: chains, optional chains, computed properties")
 struct DerivedKeyPathTests {
     // MARK: Chains
@@ -159,6 +166,21 @@ struct DerivedKeyPathTests {
         person.last = "King"  // -> "Augusta King"
         person.nickname = "unused"  // left again: not delivered
         #expect(listener.log == ["Ada", "The Countess", "Augusta Lovelace", "Augusta King"])
+    }
+
+    @Test func aComputedPropertyOverManyObjects_followsItsDependencySetAsItGrowsAndShrinks() {
+        let portfolio = Portfolio()
+        let listener = Listener()
+        portfolio.safeObserve(\.total, by: listener) { listener, _, change in listener.record("\(change.newValue!)") }
+        portfolio.accounts[11].balance = 111  // 13 dependencies: the window and 12 balances
+        portfolio.window = 0..<3  // shrinks to 4 dependencies
+        portfolio.accounts[11].balance = 0  // no longer read: not delivered
+        portfolio.accounts[2].balance = 20
+        portfolio.window = 0..<12  // grows again
+        portfolio.accounts[11].balance = 5
+        // 0 + 1 + … + 10 + 111 = 166; 0 + 1 + 2 = 3; 0 + 1 + 20 = 21;
+        // 21 + (3 + … + 10) + 0 = 73; 73 + 5 = 78.
+        #expect(listener.log == ["166", "3", "21", "73", "78"])
     }
 
     // MARK: Options, dedupe, removal

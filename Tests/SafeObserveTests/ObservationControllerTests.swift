@@ -556,8 +556,6 @@ struct ObservationControllerTests {
         controller.observe(counter, keyPath: \.count, options: [.initial, .new]) { _, _, _ in }
         controller.observe(counter, keyPath: \.title, options: .old) { _, _, _ in }
         controller.observe(other, keyPath: \.title) { _, _, _ in }
-        let count = \Counter.count as AnyKeyPath
-        let title = \Counter.title as AnyKeyPath
         // Objects, and key paths within an object, are listed in no particular order.
         let lines = controller.debugDescription.split(separator: "\n").map(String.init)
         #expect(lines.count == 4)
@@ -570,8 +568,9 @@ struct ObservationControllerTests {
             guard let line = lines.first(where: { $0.hasPrefix(prefix) }) else { return [] }
             return Set(line.dropFirst(prefix.count).split(separator: "; ").map(String.init))
         }
-        #expect(entries(of: counter) == ["\(count) [.new, .initial]", "\(title) [.old]"])
-        #expect(entries(of: other) == ["\(title) [.new]"])
+        // Key paths are named as in source, not `\Counter.<computed 0x…>`.
+        #expect(entries(of: counter) == ["\\Counter.count [.new, .initial]", "\\Counter.title [.old]"])
+        #expect(entries(of: other) == ["\\Counter.title [.new]"])
         controller.unobserveAll()
         #expect(controller.debugDescription.hasSuffix("retainsObserved: false) {}"))
     }

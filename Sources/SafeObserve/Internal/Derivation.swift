@@ -84,28 +84,37 @@ class _Derivation: @unchecked Sendable {
 
     /// Makes the dependencies exactly the properties in `accesses`.
     ///
-    /// - Complexity: O(*d*²) comparisons of identities, *d* being the
-    ///   properties the key path reads (a handful), and O(*d*) allocations
-    ///   only for what changed.
+    /// - Complexity: O(*d*), *d* being the properties the key path reads:
+    ///   linear scans for a handful (a chain or a small computed property),
+    ///   identity sets beyond that. Allocations only for what changed.
     private func rebind(to accesses: [_Access], options: ObservationOptions) {
         // The prior phase is only needed to capture old values.
-        let dependencyOptions: ObservationOptions = options.contains(.old) || options.contains(.prior) ? .prior : []
+        let dependencyOptions: ObservationOptions =
+            options.contains(.old) || options.contains(.prior) ? [.prior, ._dependency] : ._dependency
         let (dropped, added) = state.withLock { state -> ([_Relation], [_Relation]) in
             guard !state.isStopped else { return ([], []) }
+            let isSmall = accesses.count <= 8 && state.dependencies.count <= 8
+            let wanted = isSmall ? [] : Set(accesses.lazy.map { ObjectIdentifier($0.channel) })
             var dropped: [_Relation] = []
             state.dependencies.removeAll { relation in
-                let stays = accesses.contains { $0.channel === relation.channel }
+                let stays =
+                    isSmall
+                    ? accesses.contains { $0.channel === relation.channel }
+                    : relation.channel.map { wanted.contains(ObjectIdentifier($0)) } ?? false
                 if !stays { dropped.append(relation) }
                 return !stays
             }
+            var bound = isSmall ? [] : Set(state.dependencies.lazy.compactMap { $0.channel.map(ObjectIdentifier.init) })
             var added: [_Relation] = []
-            for (index, access) in accesses.enumerated()
-            where !state.dependencies.contains(where: { $0.channel === access.channel })
-                && !accesses[..<index].contains(where: { $0.channel === access.channel })
-            {
+            for access in accesses {
+                if isSmall {
+                    guard !state.dependencies.contains(where: { $0.channel === access.channel }) else { continue }
+                } else {
+                    guard bound.insert(ObjectIdentifier(access.channel)).inserted else { continue }
+                }
                 let relation = _Relation(
                     keyPath: access.wrappedKeyPath, objectID: ObjectIdentifier(access.object), listener: self,
-                    options: dependencyOptions, proxy: proxy, channel: access.channel, isDependency: true,
+                    options: dependencyOptions, proxy: proxy, channel: access.channel,
                     deliver: { derivation, _, _, isPrior in
                         // unsafeDowncast: a dependency's listener is always its derivation.
                         unsafeDowncast(derivation, to: _Derivation.self).dependencyChanged(isPrior: isPrior)

@@ -92,7 +92,7 @@ extension SafeObservation {
                     precondition(listed, "_ListenerProxy: an active relation is missing from its channel")
                 } else {
                     precondition(
-                        relation.derivation != nil, "_ListenerProxy: a relation with neither channel nor derivation")
+                        relation is _DerivedRelation, "_ListenerProxy: a relation with neither channel nor derivation")
                 }
             }
         }

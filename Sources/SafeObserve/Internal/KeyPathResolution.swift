@@ -99,3 +99,54 @@ enum _KeyPathResolutionCache {
         _ = replaced  // released unlocked
     }
 }
+
+/// Readable names for the key paths of `@Observed` properties.
+///
+/// An `@Observed` property is computed (the wrapper's accessors), so its key
+/// path prints as `\Counter.<computed 0x… (Int)>`; its storage's key path
+/// prints as `\Counter._count`. Registration's first tracked read of a key
+/// path records the pair here, and descriptions use it: `\Counter.count`.
+/// Bounded: past 4,096 key paths (a program building key paths dynamically),
+/// new ones keep their standard description.
+enum _KeyPathNames {
+    private static let limit = 4_096
+
+    /// Storage key paths by wrapped key-path identity (both held, so the
+    /// identity stays valid).
+    private static let table = _Mutex([ObjectIdentifier: (wrapped: AnyKeyPath, storage: AnyKeyPath)]())
+
+    /// Records that `wrapped` is the property stored at `storage`.
+    static func record(_ wrapped: AnyKeyPath, storage: AnyKeyPath) {
+        let id = ObjectIdentifier(wrapped)
+        table.withLock { table in
+            guard table[id] == nil, table.count < limit else { return }
+            table[id] = (wrapped, storage)
+        }
+    }
+
+    /// Records `keyPath` under the name of `declared`, the (equal) key path
+    /// object the compiler passes to the property's accessors.
+    static func recordAlias(_ keyPath: AnyKeyPath, of declared: AnyKeyPath) {
+        guard keyPath !== declared else { return }
+        table.withLock { table in
+            guard table[ObjectIdentifier(keyPath)] == nil, table.count < limit,
+                let storage = table[ObjectIdentifier(declared)]?.storage
+            else { return }
+            table[ObjectIdentifier(keyPath)] = (keyPath, storage)
+        }
+    }
+
+    /// `keyPath` as source: `\Counter.count` for a recorded `@Observed`
+    /// property, the standard description otherwise.
+    static func describe(_ keyPath: AnyKeyPath) -> String {
+        let raw = String(describing: keyPath)
+        guard raw.contains("<computed") else { return raw }
+        let storage = table.withLock { table in table[ObjectIdentifier(keyPath)]?.storage }
+        guard let storage else { return raw }
+        // `\Counter._count` -> `\Counter.count`: the wrapper's storage is the
+        // property's name with an underscore.
+        let name = String(describing: storage)
+        guard let dot = name.lastIndex(of: "."), name[name.index(after: dot)...].hasPrefix("_") else { return name }
+        return String(name[...dot]) + name[name.index(dot, offsetBy: 2)...]
+    }
+}

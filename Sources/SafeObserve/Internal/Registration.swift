@@ -41,11 +41,14 @@ enum _SafeObserveRegistration {
             return inert
         }
 
-        guard let resolution = resolve(keyPath, on: object, types: types, read: read),
-            let proxy = _ListenerProxy.of(listener, create: true)
-        else { return inert }
+        let resolution = resolve(keyPath, on: object, types: types, read: read)
+        if case .invalid = resolution { return inert }
+        guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
 
         switch resolution {
+        case .invalid:
+            return inert
+
         case .property(let channel):
             // Built before the proxy's lock is taken, and dropped on a dedupe hit.
             let candidate = _Relation(
@@ -62,9 +65,9 @@ enum _SafeObserveRegistration {
 
         case .derived(let accesses):
             let derivation = derive()
-            let candidate = _Relation(
+            let candidate = _DerivedRelation(
                 keyPath: keyPath, objectID: ObjectIdentifier(object), listener: listener, options: options,
-                proxy: proxy, channel: nil, derivation: derivation, deliver: deliver)
+                proxy: proxy, derivation: derivation, deliver: deliver)
             guard let (relation, inserted) = proxy.insert(candidate) else { return inert }
             let token = ObservationToken(relation)
             guard inserted else { return (token, false) }
@@ -75,29 +78,32 @@ enum _SafeObserveRegistration {
 
     /// What a key path reads.
     private enum Resolution {
+        /// Nothing observable (already reported), or the object is in its `deinit`.
+        case invalid
         /// Exactly one `@Observed` property of the root.
         case property(_Channel)
         /// A value derived from these `@Observed` properties.
         case derived([_Access])
     }
 
-    /// Resolves `keyPath`, or returns `nil` (after reporting a programmer
-    /// error if it reads no `@Observed` property).
+    /// Resolves `keyPath`; `.invalid` after reporting a programmer error if it
+    /// reads no `@Observed` property.
     private static func resolve(
         _ keyPath: AnyKeyPath, on object: AnyObject, types: (root: Any.Type, value: Any.Type, listener: Any.Type),
         read: () -> Void
-    ) -> Resolution? {
+    ) -> Resolution {
         if let field = _KeyPathResolutionCache.sentinelField(for: keyPath) {
             // Seen before: exactly one @Observed property of this class.
-            return field.channel(in: object).map(Resolution.property)
+            guard let channel = field.channel(in: object) else { return .invalid }
+            return .property(channel)
         }
-        let accesses = _AccessTracker.resolve(read)
+        let accesses = _AccessTracker.resolve(recordingNames: true, read)
         guard !accesses.isEmpty else {
             _Diagnostics.reportProgrammerError(
                 "SafeObserve: cannot observe \(describe(keyPath, types)) on \(types.root): "
                     + "the key path reads no @Observed property (observe an @Observed property, or a key path "
                     + "or computed property that reads one)")
-            return nil
+            return .invalid
         }
         guard accesses.count == 1, let access = accesses.first, access.object === object,
             access.wrappedKeyPath == keyPath
@@ -107,6 +113,7 @@ enum _SafeObserveRegistration {
         if let field = access.sentinelField {
             _KeyPathResolutionCache.record(field, for: keyPath)
         }
+        _KeyPathNames.recordAlias(keyPath, of: access.wrappedKeyPath)
         return .property(access.channel)
     }
 
@@ -114,7 +121,7 @@ enum _SafeObserveRegistration {
     static func describe(_ keyPath: AnyKeyPath, _ types: (root: Any.Type, value: Any.Type, listener: Any.Type))
         -> String
     {
-        let raw = String(describing: keyPath)
+        let raw = _KeyPathNames.describe(keyPath)
         // Key paths through computed properties print as `<computed 0x… (T)>`;
         // keep the root and the value type, which is what identifies them.
         if raw.contains("<computed") {

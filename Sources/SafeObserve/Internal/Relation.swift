@@ -23,39 +23,32 @@ typealias _Deliver =
 /// still looking at it returned. Users hold an ``ObservationToken``, which
 /// never keeps a relation alive.
 // @unchecked Sendable: every stored property is immutable or atomic, except
-// `slot` (only touched under the channel's lock) and `proxySlot` (only under
-// the proxy's lock).
-final class _Relation: @unchecked Sendable {
-    let deliver: _Deliver
-    let options: ObservationOptions
-    let keyPath: AnyKeyPath
-    let objectID: ObjectIdentifier
+// `slot` (only touched under the channel's lock).
+class _Relation: @unchecked Sendable {
+    final let deliver: _Deliver
+    final let options: ObservationOptions
+    final let keyPath: AnyKeyPath
+    final let objectID: ObjectIdentifier
     /// The listener, never retained (probed with `swift_tryRetain`).
-    let listener: _UnretainedReference
+    final let listener: _UnretainedReference
     /// The listener's side. Strong: the proxy holds its active relations and a
     /// relation its proxy, a cycle that every way a relation ends breaks
     /// (removal, either side's teardown, the sweeps).
-    let proxy: _ListenerProxy
-    /// The observed property's channel; `nil` for a derived key path, whose
-    /// `derivation` watches every property the key path reads.
-    let channel: _Channel?
-    /// Keeps a derived key path's value up to date (dotted, optional and
-    /// computed key paths); `nil` for a single `@Observed` property.
-    let derivation: _Derivation?
-    /// Whether this relation is one of a derivation's dependencies (internal:
-    /// its listener is the derivation, and introspection does not list it).
-    let isDependency: Bool
+    final let proxy: _ListenerProxy
+    /// The observed property's channel; `nil` for a derived key path
+    /// (``_DerivedRelation``), whose derivation watches every property the key
+    /// path reads.
+    final let channel: _Channel?
 
-    private let active = Atomic<Bool>(true)
+    private final let active = Atomic<Bool>(true)
 
     /// Index in the channel's relation list, or -1.
     // nonisolated(unsafe): read and written only inside `_Channel.state.withLock`.
-    nonisolated(unsafe) var slot = -1
+    final nonisolated(unsafe) var slot = -1
 
     init(
         keyPath: AnyKeyPath, objectID: ObjectIdentifier, listener: AnyObject, options: ObservationOptions,
-        proxy: _ListenerProxy, channel: _Channel?, derivation: _Derivation? = nil, isDependency: Bool = false,
-        deliver: @escaping _Deliver
+        proxy: _ListenerProxy, channel: _Channel?, deliver: @escaping _Deliver
     ) {
         self.deliver = deliver
         self.options = options
@@ -64,39 +57,63 @@ final class _Relation: @unchecked Sendable {
         self.listener = _UnretainedReference(listener)
         self.proxy = proxy
         self.channel = channel
-        self.derivation = derivation
-        self.isDependency = isDependency
+    }
+
+    /// Whether this relation is one of a derivation's dependencies (internal:
+    /// its listener is the derivation, and introspection does not list it).
+    final var isDependency: Bool {
+        options.contains(._dependency)
     }
 
     /// Whether the relation still delivers changes.
-    var isActive: Bool {
+    final var isActive: Bool {
         active.load(ordering: .acquiring)
     }
 
     /// Flips the relation to ended; `true` for the one caller that did it.
-    func markEnded() -> Bool {
+    final func markEnded() -> Bool {
         active.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
     }
 
     /// Ends a relation found with a dead listener during a delivery (kept out
     /// of line: the delivery loop's cold path).
     @inline(never)
-    func endForDeadListener() {
+    final func endForDeadListener() {
         end()
     }
 
     /// Ends the relation and detaches it from both sides, once.
-    func end() {
+    final func end() {
         guard markEnded() else { return }
         proxy.forget(self)
         detachFromObservedSide()
     }
 
     /// The observed side's half of ending (called once, by whoever ended the
-    /// relation, after its proxy forgot it): leaves the channel, or stops the
-    /// derivation and its dependencies.
+    /// relation, after its proxy forgot it): leaves the channel.
     func detachFromObservedSide() {
         channel?.remove(self)
-        derivation?.stop()
+    }
+}
+
+/// A relation on a derived key path (`\.account.balance`, `\.fullName`): it
+/// has no channel; its derivation watches what the key path reads.
+final class _DerivedRelation: _Relation, @unchecked Sendable {
+    // @unchecked Sendable: adds one immutable reference to `_Relation`.
+    let derivation: _Derivation
+
+    init(
+        keyPath: AnyKeyPath, objectID: ObjectIdentifier, listener: AnyObject, options: ObservationOptions,
+        proxy: _ListenerProxy, derivation: _Derivation, deliver: @escaping _Deliver
+    ) {
+        self.derivation = derivation
+        super.init(
+            keyPath: keyPath, objectID: objectID, listener: listener, options: options, proxy: proxy, channel: nil,
+            deliver: deliver)
+    }
+
+    /// Stops the derivation and its dependencies.
+    override func detachFromObservedSide() {
+        derivation.stop()
     }
 }
