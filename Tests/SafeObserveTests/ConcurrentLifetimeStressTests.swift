@@ -35,14 +35,14 @@ struct ConcurrentLifetimeStressTests {
     }
 
     private func runThreadsAndCheck(seed: UInt64, threads: Int, steps: Int, census: StressCensus) {
-        let listeners = SharedSlots<ProbeListener>(count: 6) { index in
+        let listeners = StressPool<ProbeListener>(count: 6) { index in
             switch index % 3 {
             case 0: ProbePlainListener(census: census)
             case 1: ProbeSafeListener(census: census)
             default: ProbeTidyListener(census: census)
             }
         }
-        let handedOff = SharedSlots<ProbeObject>(count: 0) { _ in ProbeObject(census: census) }
+        let handedOff = StressPool<ProbeObject>(count: 0) { _ in ProbeObject(census: census) }
         let tokens = _Mutex<[ObservationToken]>([])
         let probes = _Mutex<[ObservationToken: RelationProbe]>([:])
 
@@ -200,57 +200,3 @@ private final class RelationProbe: Sendable {
     }
 }
 
-/// Objects shared by the threads of a round, only touched under the lock;
-/// whatever is removed is released after unlocking, on the calling thread.
-private final class SharedSlots<Object: AnyObject>: @unchecked Sendable {
-    // @unchecked Sendable: the slots are only touched under the lock; what the
-    // threads do with a picked object is what the library allows from any thread.
-    private let slots: _Mutex<[Object]>
-    private let make: @Sendable (Int) -> Object
-    let count: Int
-
-    init(count: Int, make: @escaping @Sendable (Int) -> Object) {
-        self.count = count
-        self.make = make
-        // nonisolated(unsafe): freshly made objects, moved into the lock; no other reference.
-        nonisolated(unsafe) let initial = (0..<count).map(make)
-        slots = _Mutex(initial)
-    }
-
-    func pick(_ random: inout SplitMix64) -> Object {
-        let draw = random.next(1 << 30)
-        return slots.withLock { $0[draw % $0.count] }
-    }
-
-    func replace(_ index: Int) {
-        // nonisolated(unsafe): a freshly made object, moved into the lock; no other reference.
-        nonisolated(unsafe) let fresh = make(index)
-        let old = slots.withLock { slots in
-            defer { slots[index] = fresh }
-            return slots[index]
-        }
-        _ = old  // released here, unlocked
-    }
-
-    func append(_ object: Object) {
-        // nonisolated(unsafe): the caller hands the object over; it keeps no reference it uses.
-        nonisolated(unsafe) let object = object
-        slots.withLock { $0.append(object) }
-    }
-
-    func removeRandom(_ random: inout SplitMix64) {
-        let draw = random.next(1 << 30)
-        let removed = slots.withLock { $0.isEmpty ? nil : $0.remove(at: draw % $0.count) }
-        _ = removed  // released here, unlocked
-    }
-
-    var all: [Object] { slots.withLock { $0 } }
-
-    func removeAll() {
-        let released = slots.withLock { slots in
-            defer { slots = [] }
-            return slots
-        }
-        _ = released
-    }
-}

@@ -78,3 +78,59 @@ enum StressConfig {
         return isSanitized ? max(2, base / 2) : base
     }
 }
+
+/// Objects shared by the threads of a stress round, only touched under the
+/// lock: any thread may borrow one (strongly), replace, add or remove one;
+/// whatever is removed is released after unlocking, on the calling thread.
+final class StressPool<Object: AnyObject>: @unchecked Sendable {
+    // @unchecked Sendable: the slots are only touched under the lock; what the
+    // threads do with a picked object is what the library allows from any thread.
+    private let slots: _Mutex<[Object]>
+    private let make: @Sendable (Int) -> Object
+    let count: Int
+
+    init(count: Int, make: @escaping @Sendable (Int) -> Object) {
+        self.count = count
+        self.make = make
+        // nonisolated(unsafe): freshly made objects, moved into the lock; no other reference.
+        nonisolated(unsafe) let initial = (0..<count).map(make)
+        slots = _Mutex(initial)
+    }
+
+    func pick(_ random: inout SplitMix64) -> Object {
+        let draw = random.next(1 << 30)
+        return slots.withLock { $0[draw % $0.count] }
+    }
+
+    func replace(_ index: Int) {
+        // nonisolated(unsafe): a freshly made object, moved into the lock; no other reference.
+        nonisolated(unsafe) let fresh = make(index)
+        let old = slots.withLock { slots in
+            defer { slots[index] = fresh }
+            return slots[index]
+        }
+        _ = old  // released here, unlocked
+    }
+
+    func append(_ object: Object) {
+        // nonisolated(unsafe): the caller hands the object over; it keeps no reference it uses.
+        nonisolated(unsafe) let object = object
+        slots.withLock { $0.append(object) }
+    }
+
+    func removeRandom(_ random: inout SplitMix64) {
+        let draw = random.next(1 << 30)
+        let removed = slots.withLock { $0.isEmpty ? nil : $0.remove(at: draw % $0.count) }
+        _ = removed  // released here, unlocked
+    }
+
+    var all: [Object] { slots.withLock { $0 } }
+
+    func removeAll() {
+        let released = slots.withLock { slots in
+            defer { slots = [] }
+            return slots
+        }
+        _ = released
+    }
+}
