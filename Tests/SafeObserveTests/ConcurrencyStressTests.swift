@@ -903,4 +903,3 @@ private final class StressObjectBag: @unchecked Sendable {
         _ = released
     }
 }
-

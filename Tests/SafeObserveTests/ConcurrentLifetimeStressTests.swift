@@ -199,4 +199,3 @@ private final class RelationProbe: Sendable {
         count.add(1, ordering: .releasing)
     }
 }
-
