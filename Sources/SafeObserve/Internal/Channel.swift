@@ -45,13 +45,12 @@ final class _Channel: Sendable {
         func deliver(root: AnyObject, change: UnsafeRawPointer, isPrior: Bool) {
             relations.withUnsafeBufferPointer { buffer in
                 for index in buffer.indices {
-                    // Unmanaged: a bitwise copy of the snapshot's strong
-                    // reference, which the snapshot keeps for the whole loop
-                    // (so no retain); nil for an ended relation's slot.
-                    guard
-                        let entry = UnsafeRawPointer(buffer.baseAddress! + index).load(
-                            as: Unmanaged<_Relation>?.self)
-                    else { continue }
+                    // A bitwise copy of the snapshot's strong reference, which
+                    // the snapshot keeps for the whole loop (so no retain);
+                    // nil for an ended relation's slot.
+                    let slot = UnsafeRawPointer(buffer.baseAddress! + index)
+                    // Unmanaged: owned by the snapshot for the loop (see above).
+                    guard let entry = slot.load(as: Unmanaged<_Relation>?.self) else { continue }
                     entry._withUnsafeGuaranteedRef { relation in
                         if isPrior, !relation.options.contains(.prior) { return }
                         guard relation.isActive else { return }

@@ -23,9 +23,8 @@
 ///
 /// - Complexity: Re-binding is O(*d*), *d* being the properties the key path
 ///   reads; evaluating costs one read of the key path.
-// @unchecked Sendable: all mutable state is inside `state`'s lock; the typed
-// subclass adds only an immutable key path.
 @usableFromInline
+// @unchecked Sendable: mutable state only inside `state`'s lock; the typed subclass adds an immutable key path.
 class _Derivation: @unchecked Sendable {
     struct State {
         /// The user's relation (unretained: it owns this derivation).
@@ -135,6 +134,7 @@ class _Derivation: @unchecked Sendable {
     /// The user's relation, while it is active, if `object` is its root.
     func relation(rootedAt object: AnyObject) -> _Relation? {
         let (relationReference, rootReference) = state.withLock { state in (state.relation, state.root) }
+        // Unmanaged without a retain: only the caller's object's address is compared.
         guard rootReference?.address == Unmanaged.passUnretained(object).toOpaque(),
             let relationObject = relationReference?.load()
         else { return nil }
@@ -214,8 +214,8 @@ class _Derivation: @unchecked Sendable {
 
 /// The typed half of a derivation, created in the caller's module by
 /// `safeObserve` (where `Root` and `Value` are known).
-// @unchecked Sendable: adds only an immutable key path to `_Derivation`.
 @usableFromInline
+// @unchecked Sendable: adds only an immutable key path to `_Derivation`.
 final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Sendable {
     let keyPath: KeyPath<Root, Value>
 

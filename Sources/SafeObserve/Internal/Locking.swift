@@ -36,10 +36,10 @@ import Synchronization
 }
 
 /// The lock word and the state it guards, in one allocation.
-// @unchecked Sendable: `state` is only touched between `lock()` and `unlock()`;
-// every `State` in SafeObserve holds only Sendable values or references used
+// Every `State` in SafeObserve holds only Sendable values or references used
 // for identity and liveness checks.
 @usableFromInline
+// @unchecked Sendable: `state` is only touched between `lock()` and `unlock()`.
 final class _LockedStorage<State>: @unchecked Sendable {
     /// 0: unlocked; 1: locked; 2: locked, and a thread may be parked waiting.
     @usableFromInline

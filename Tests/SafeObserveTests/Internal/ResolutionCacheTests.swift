@@ -43,6 +43,7 @@ struct ResolutionCacheTests {
         let field = _KeyPathResolutionCache.sentinelField(for: \Base.name)
         #expect(field != nil)
         if let field {
+            // Unmanaged without a retain: `object` is held; only its address is used.
             let base = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
             #expect(field.offset > 0 && field.offset < _allocationSize(of: base))
             let relations = field.channel(in: object)?.liveRelations().map(ObservationToken.init)
