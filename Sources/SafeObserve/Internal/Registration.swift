@@ -41,29 +41,22 @@ enum _SafeObserveRegistration {
             return inert
         }
 
-        let resolution = resolve(keyPath, on: object, types: types, read: read)
-        if case .invalid = resolution { return inert }
-        guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
+        // The common case first, exactly as if derived key paths did not
+        // exist: a key path already known to be one @Observed property.
+        if let field = _KeyPathResolutionCache.sentinelField(for: keyPath) {
+            guard let channel = field.channel(in: object) else { return inert }
+            return attach(object, keyPath, listener, options, deliver, to: channel)
+        }
 
-        switch resolution {
+        switch resolve(keyPath, on: object, types: types, read: read) {
         case .invalid:
             return inert
 
         case .property(let channel):
-            // Built before the proxy's lock is taken, and dropped on a dedupe hit.
-            let candidate = _Relation(
-                keyPath: keyPath, objectID: ObjectIdentifier(object), listener: listener, options: options,
-                proxy: proxy, channel: channel, deliver: deliver)
-            guard let (relation, inserted) = proxy.insert(candidate) else { return inert }
-            let token = ObservationToken(relation)
-            guard inserted else { return (token, false) }
-            guard channel.add(relation) else {
-                relation.end()
-                return (token, false)
-            }
-            return (token, options.contains(.initial) && relation.isActive)
+            return attach(object, keyPath, listener, options, deliver, to: channel)
 
         case .derived(let accesses):
+            guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
             let derivation = derive()
             let candidate = _DerivedRelation(
                 keyPath: keyPath, objectID: ObjectIdentifier(object), listener: listener, options: options,
@@ -76,6 +69,30 @@ enum _SafeObserveRegistration {
         }
     }
 
+    /// Registers `listener` on `channel` (a single `@Observed` property).
+    private static func attach(
+        _ object: AnyObject, _ keyPath: AnyKeyPath, _ listener: AnyObject, _ options: ObservationOptions,
+        _ deliver: @escaping _Deliver, to channel: _Channel
+    ) -> (token: ObservationToken, deliversInitial: Bool) {
+        guard let proxy = _ListenerProxy.of(listener, create: true) else {
+            return (ObservationToken(inertWith: options), false)
+        }
+        // Built before the proxy's lock is taken, and dropped on a dedupe hit.
+        let candidate = _Relation(
+            keyPath: keyPath, objectID: ObjectIdentifier(object), listener: listener, options: options,
+            proxy: proxy, channel: channel, deliver: deliver)
+        guard let (relation, inserted) = proxy.insert(candidate) else {
+            return (ObservationToken(inertWith: options), false)
+        }
+        let token = ObservationToken(relation)
+        guard inserted else { return (token, false) }
+        guard channel.add(relation) else {
+            relation.end()
+            return (token, false)
+        }
+        return (token, options.contains(.initial) && relation.isActive)
+    }
+
     /// What a key path reads.
     private enum Resolution {
         /// Nothing observable (already reported), or the object is in its `deinit`.
@@ -86,17 +103,12 @@ enum _SafeObserveRegistration {
         case derived([_Access])
     }
 
-    /// Resolves `keyPath`; `.invalid` after reporting a programmer error if it
-    /// reads no `@Observed` property.
+    /// Resolves `keyPath` by reading it with a tracker installed; `.invalid`
+    /// after reporting a programmer error if it reads no `@Observed` property.
     private static func resolve(
         _ keyPath: AnyKeyPath, on object: AnyObject, types: (root: Any.Type, value: Any.Type, listener: Any.Type),
         read: () -> Void
     ) -> Resolution {
-        if let field = _KeyPathResolutionCache.sentinelField(for: keyPath) {
-            // Seen before: exactly one @Observed property of this class.
-            guard let channel = field.channel(in: object) else { return .invalid }
-            return .property(channel)
-        }
         let accesses = _AccessTracker.resolve(recordingNames: true, read)
         guard !accesses.isEmpty else {
             _Diagnostics.reportProgrammerError(

@@ -116,4 +116,5 @@ final class _DerivedRelation: _Relation, @unchecked Sendable {
     override func detachFromObservedSide() {
         derivation.stop()
     }
+
 }
