@@ -29,21 +29,27 @@ final class _ListenerProxy: Sendable {
     func insert(_ candidate: _Relation) -> (relation: _Relation, inserted: Bool)? {
         let object = candidate.objectID
         let keyPath = candidate.keyPath
-        let (result, stale) = state.withLock { state -> ((_Relation, Bool)?, _Relation?) in
-            guard !state.isTornDown else { return (nil, nil) }
-            var stale: _Relation?
+        var existing: _Relation?
+        var stale: _Relation?
+        let accepted = state.withLock { state -> Bool in
+            guard !state.isTornDown else { return false }
             let sameKeyPath = { (relation: _Relation) in relation.keyPath === keyPath || relation.keyPath == keyPath }
-            if let existing = state.relations.first(under: object, where: sameKeyPath) {
-                if existing.isActive, existing.channel === candidate.channel { return ((existing, false), nil) }
+            if let found = state.relations.first(under: object, where: sameKeyPath) {
+                if found.isActive, found.channel === candidate.channel {
+                    existing = found
+                    return true
+                }
                 // Ended (its `forget` is on its way) or stale: replace it.
-                state.relations.remove(under: object) { $0 === existing }
-                stale = existing
+                state.relations.remove(under: object) { $0 === found }
+                stale = found
             }
             state.relations.insert(candidate)
-            return ((candidate, true), stale)
+            return true
         }
         stale?.end()
-        return result
+        guard accepted else { return nil }
+        if let existing { return (existing, false) }
+        return (candidate, true)
     }
 
     /// Forgets `relation` (already ended by the caller).
