@@ -84,9 +84,7 @@ public struct Observed<Value> {
                 // Registrations only read the object, so several may run at
                 // once; the sentinel field is only touched under this lock.
                 _sentinelCreationLock.withLock { _ in
-                    _recordAccess(
-                        instance, wrappedKeyPath, storageKeyPath,
-                        sentinel: &instance[keyPath: storageKeyPath]._sentinel)
+                    _recordAccess(instance, wrappedKeyPath, sentinel: &instance[keyPath: storageKeyPath]._sentinel)
                 }
             }
             return instance[keyPath: storageKeyPath]._value
@@ -121,13 +119,9 @@ public struct Observed<Value> {
     static func _recordAccess(
         _ instance: some SafeObservable,
         _ wrappedKeyPath: AnyKeyPath,
-        _ storageKeyPath: AnyKeyPath,
         sentinel: inout _Sentinel?
     ) {
         guard let tracker = _AccessTracker.current else { return }
-        if tracker.recordsNames {
-            _KeyPathNames.record(wrappedKeyPath, storage: storageKeyPath)
-        }
         if sentinel == nil {
             // Never create a sentinel inside the object's own deinit.
             guard !_swift_isDeallocating(instance) else { return }

@@ -68,6 +68,17 @@ public enum SafeObservation {
 
     /// The channels of `object`'s properties observed so far (reflection).
     static func _channels(of object: some SafeObservable) -> [_Channel] {
+        _observedStorage(of: object).compactMap(\.channel)
+    }
+
+    /// The stored name (`_count`) of the property whose channel is `channel`.
+    static func _storageLabel(of channel: _Channel, in object: AnyObject) -> String? {
+        _observedStorage(of: object).first { $0.channel === channel }?.label
+    }
+
+    /// Every `@Observed` storage of `object` (and of a registrar, without a
+    /// label), with its channel if observed so far.
+    private static func _observedStorage(of object: AnyObject) -> [(label: String?, channel: _Channel?)] {
         var mirrors: [Mirror] = []
         var mirror: Mirror? = Mirror(reflecting: object)  // a custom mirror is user code: unlocked
         while let current = mirror {
@@ -79,21 +90,21 @@ public enum SafeObservation {
         // under. The values read (strong copies of every stored property) are
         // dropped after unlocking: releasing one may run a user deinit. A
         // custom mirror's children are user code, so they are read unlocked.
-        let values: [Any]
+        let children: [Mirror.Child]
         if object is any CustomReflectable {
-            values = mirrors.flatMap { $0.children.map(\.value) }
+            children = mirrors.flatMap { Array($0.children) }
         } else {
-            values = _sentinelCreationLock.withLock { _ in mirrors.flatMap { $0.children.map(\.value) } }
+            children = _sentinelCreationLock.withLock { _ in mirrors.flatMap { Array($0.children) } }
         }
-        var channels: [_Channel] = []
-        for value in values {
-            if let storage = value as? any _ObservedStorage {
-                if let channel = storage._channelForIntrospection { channels.append(channel) }
-            } else if let registrar = value as? SafeObservationRegistrar {
-                channels += registrar.channels()
+        var storage: [(label: String?, channel: _Channel?)] = []
+        for child in children {
+            if let observed = child.value as? any _ObservedStorage {
+                storage.append((child.label, observed._channelForIntrospection))
+            } else if let registrar = child.value as? SafeObservationRegistrar {
+                storage += registrar.channels().map { (nil, $0) }
             }
         }
-        return channels
+        return storage
     }
 }
 

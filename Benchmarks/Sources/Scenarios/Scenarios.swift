@@ -592,7 +592,13 @@ public final class ChainMiddle: SafeObservable {
 }
 
 /// The end of a chain.
+///
+/// Laid out unlike `SafeModel` (`value` at another offset), so that the
+/// compiler does not merge the two otherwise identical `value` setters and
+/// turn the one the set-unobserved rows measure into a thunk.
 public final class ChainLeaf: SafeObservable {
+    /// Not observed; only moves `value` to another offset.
+    public var label = ""
     /// The observed value.
     @Observed public var value = 0
     /// Creates a leaf.

@@ -37,8 +37,6 @@ struct _Access {
 final class _AccessTracker {
     private(set) var accesses: [_Access]
     private var previous: UnsafeMutableRawPointer?
-    /// Whether reads record readable names (registrations, not re-evaluations).
-    private(set) var recordsNames = false
 
     private init() {
         // Room for a short chain without regrowing.
@@ -46,11 +44,9 @@ final class _AccessTracker {
         accesses.reserveCapacity(4)
     }
 
-    /// Runs `read` while recording every `@Observed` access it makes (and,
-    /// with `recordingNames`, their readable names; see ``_KeyPathNames``).
-    static func resolve(recordingNames: Bool = false, _ read: () -> Void) -> [_Access] {
+    /// Runs `read` while recording every `@Observed` access it makes.
+    static func resolve(_ read: () -> Void) -> [_Access] {
         let tracker = _AccessTracker()
-        tracker.recordsNames = recordingNames
         tracker.previous = _currentTracker.value
         // Unmanaged without a retain: `tracker` is alive until this function returns.
         _currentTracker.value = Unmanaged.passUnretained(tracker).toOpaque()

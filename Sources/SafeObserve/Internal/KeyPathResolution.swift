@@ -103,36 +103,30 @@ enum _KeyPathResolutionCache {
 /// Readable names for the key paths of `@Observed` properties.
 ///
 /// An `@Observed` property is computed (the wrapper's accessors), so its key
-/// path prints as `\Counter.<computed 0x… (Int)>`; its storage's key path
-/// prints as `\Counter._count`. Registration's first tracked read of a key
-/// path records the pair here, and descriptions use it: `\Counter.count`.
+/// path prints as `\Counter.<computed 0x… (Int)>`. The first registration of
+/// such a key path (the slow path, which already read it with a tracker)
+/// finds the property's declared name by reflection — the stored `_count`
+/// whose sentinel it read — and descriptions print `\Counter.count`. The
+/// property's accessors are untouched, so reads and writes pay nothing.
 /// Bounded: past 4,096 key paths (a program building key paths dynamically),
 /// new ones keep their standard description.
 enum _KeyPathNames {
     private static let limit = 4_096
 
-    /// Storage key paths by wrapped key-path identity (both held, so the
-    /// identity stays valid).
-    private static let table = _Mutex([ObjectIdentifier: (wrapped: AnyKeyPath, storage: AnyKeyPath)]())
+    /// Names by key-path identity (the key path is held, so the identity
+    /// stays valid).
+    private static let table = _Mutex([ObjectIdentifier: (keyPath: AnyKeyPath, name: String)]())
 
-    /// Records that `wrapped` is the property stored at `storage`.
-    static func record(_ wrapped: AnyKeyPath, storage: AnyKeyPath) {
-        let id = ObjectIdentifier(wrapped)
+    /// Records the name of the property `access` read, for `keyPath`.
+    static func recordName(of keyPath: AnyKeyPath, reading access: _Access) {
+        let id = ObjectIdentifier(keyPath)
+        guard table.withLock({ $0[id] == nil && $0.count < limit }),
+            let label = SafeObservation._storageLabel(of: access.channel, in: access.object)
+        else { return }
+        // `@Observed var count` is stored as `_count`.
+        let name = label.hasPrefix("_") ? String(label.dropFirst()) : label
         table.withLock { table in
-            guard table[id] == nil, table.count < limit else { return }
-            table[id] = (wrapped, storage)
-        }
-    }
-
-    /// Records `keyPath` under the name of `declared`, the (equal) key path
-    /// object the compiler passes to the property's accessors.
-    static func recordAlias(_ keyPath: AnyKeyPath, of declared: AnyKeyPath) {
-        guard keyPath !== declared else { return }
-        table.withLock { table in
-            guard table[ObjectIdentifier(keyPath)] == nil, table.count < limit,
-                let storage = table[ObjectIdentifier(declared)]?.storage
-            else { return }
-            table[ObjectIdentifier(keyPath)] = (keyPath, storage)
+            if table[id] == nil, table.count < limit { table[id] = (keyPath, name) }
         }
     }
 
@@ -141,12 +135,7 @@ enum _KeyPathNames {
     static func describe(_ keyPath: AnyKeyPath) -> String {
         let raw = String(describing: keyPath)
         guard raw.contains("<computed") else { return raw }
-        let storage = table.withLock { table in table[ObjectIdentifier(keyPath)]?.storage }
-        guard let storage else { return raw }
-        // `\Counter._count` -> `\Counter.count`: the wrapper's storage is the
-        // property's name with an underscore.
-        let name = String(describing: storage)
-        guard let dot = name.lastIndex(of: "."), name[name.index(after: dot)...].hasPrefix("_") else { return name }
-        return String(name[...dot]) + name[name.index(dot, offsetBy: 2)...]
+        guard let name = table.withLock({ $0[ObjectIdentifier(keyPath)]?.name }) else { return raw }
+        return "\\\(type(of: keyPath).rootType).\(name)"
     }
 }

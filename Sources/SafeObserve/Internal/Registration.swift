@@ -109,7 +109,7 @@ enum _SafeObserveRegistration {
         _ keyPath: AnyKeyPath, on object: AnyObject, types: (root: Any.Type, value: Any.Type, listener: Any.Type),
         read: () -> Void
     ) -> Resolution {
-        let accesses = _AccessTracker.resolve(recordingNames: true, read)
+        let accesses = _AccessTracker.resolve(read)
         guard !accesses.isEmpty else {
             _Diagnostics.reportProgrammerError(
                 "SafeObserve: cannot observe \(describe(keyPath, types)) on \(types.root): "
@@ -125,7 +125,7 @@ enum _SafeObserveRegistration {
         if let field = access.sentinelField {
             _KeyPathResolutionCache.record(field, for: keyPath)
         }
-        _KeyPathNames.recordAlias(keyPath, of: access.wrappedKeyPath)
+        _KeyPathNames.recordName(of: keyPath, reading: access)
         return .property(access.channel)
     }
 
