@@ -28,7 +28,7 @@ public enum SafeObservation {
     ///
     /// - Complexity: O(*n*) in the listener's relations.
     public static func relations(observedBy listener: AnyObject) -> [ObservationToken] {
-        _ListenerProxy.of(listener, create: false)?.relations(on: nil).map(ObservationToken.init) ?? []
+        _ListenerProxy.of(listener, create: false)?.activeRelations().map(ObservationToken.init) ?? []
     }
 
     /// The active relations on `object`, property by property, in

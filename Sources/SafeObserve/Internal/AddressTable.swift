@@ -72,18 +72,6 @@ struct _AddressTable<Element: _AddressKeyed> {
         first(under: key) { element in predicate(element) ? copy element : nil }
     }
 
-    /// The elements filed under `key`.
-    ///
-    /// - Complexity: O(1) expected, plus the number of elements returned.
-    func elements(under key: ObjectIdentifier) -> [Element] {
-        var found: [Element] = []
-        forEach(under: key) { element in
-            found.append(copy element)
-            return true
-        }
-        return found
-    }
-
     /// Every element, in no particular order.
     ///
     /// - Complexity: O(capacity).

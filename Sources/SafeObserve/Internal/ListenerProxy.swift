@@ -63,14 +63,11 @@ final class _ListenerProxy: Sendable {
         _ = released
     }
 
-    /// The active relations on `object` (or on every object when `nil`).
+    /// The active relations, on every object (introspection).
     ///
-    /// - Complexity: O(*k*) expected for one object; O(*n*) for all.
-    func relations(on object: ObjectIdentifier?) -> [_Relation] {
-        state.withLock { state in
-            guard let object else { return state.relations.elements.filter(\.isActive) }
-            return state.relations.elements(under: object).filter(\.isActive)
-        }
+    /// - Complexity: O(*n*).
+    func activeRelations() -> [_Relation] {
+        state.withLock { state in state.relations.elements.filter(\.isActive) }
     }
 
     /// Ends the relations on `object` — only the one on `keyPath` when given.

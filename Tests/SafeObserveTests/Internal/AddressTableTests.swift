@@ -39,7 +39,12 @@ struct AddressTableTests {
             #expect(table.count == model.values.reduce(0) { $0 + $1.count })
         }
         for key in keys.map(ObjectIdentifier.init) {
-            #expect(Set(table.elements(under: key).map(\.value)) == Set(model[key] ?? []))
+            var filed: Set<Int> = []
+            table.forEach(under: key) { element in
+                filed.insert(element.value)
+                return true
+            }
+            #expect(filed == Set(model[key] ?? []))
         }
         let all = table.removeAll()
         #expect(all.count == model.values.reduce(0) { $0 + $1.count })
