@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A listener whose relations are torn down inside its own `deinit`.
 ///
 /// Any class can listen. A listener that adopts this protocol — one stored
@@ -32,7 +34,9 @@ public protocol SafeObserver: AnyObject {
 /// }
 /// ```
 public final class ObserverLifetime: Sendable {
-    let proxy = _ListenerProxy()
+    /// The listener's proxy — an `Unmanaged` +1, as bits — or 0 until the
+    /// listener first observes something.
+    private let proxyBits = Atomic<UInt>(0)
 
     /// Creates the (empty) storage; nothing else is allocated until the
     /// listener first observes something.
@@ -43,6 +47,50 @@ public final class ObserverLifetime: Sendable {
     public init() {}
 
     deinit {
-        proxy.removeAll(final: true)
+        let bits = proxyBits.load(ordering: .acquiring)
+        guard let address = UnsafeRawPointer(bitPattern: bits) else { return }
+        // Unmanaged: takes back the +1 that `makeProxy(for:)` stored.
+        Unmanaged<_ListenerProxy>.fromOpaque(address).takeRetainedValue().removeAll(final: true)
+    }
+
+    /// The proxy of `listener` — the object this lifetime is stored in —
+    /// created on first use with `create`; `nil` if the lifetime is already
+    /// another object's (reported when `create` is set).
+    ///
+    /// - Complexity: O(1): one atomic load once created.
+    @inline(__always)
+    func proxy(for listener: AnyObject, create: Bool) -> _ListenerProxy? {
+        guard let address = UnsafeRawPointer(bitPattern: proxyBits.load(ordering: .acquiring)) else {
+            return create ? makeProxy(for: listener) : nil
+        }
+        // Unmanaged: owned by this lifetime (+1 stored), which the caller's
+        // listener keeps alive.
+        let proxy = Unmanaged<_ListenerProxy>.fromOpaque(address).takeUnretainedValue()
+        // Unmanaged without a retain: only the address is compared.
+        guard proxy.listener.address == Unmanaged.passUnretained(listener).toOpaque() else {
+            if create { Self.reportShared(by: listener) }
+            return nil
+        }
+        return proxy
+    }
+
+    @inline(never)
+    private func makeProxy(for listener: AnyObject) -> _ListenerProxy? {
+        // Unmanaged: the +1 this lifetime keeps, given back by `deinit`.
+        let candidate = Unmanaged.passRetained(_ListenerProxy(listener: listener))
+        let bits = UInt(bitPattern: candidate.toOpaque())
+        if proxyBits.compareExchange(expected: 0, desired: bits, ordering: .acquiringAndReleasing).exchanged {
+            return candidate.takeUnretainedValue()
+        }
+        // Another thread's registration created it first.
+        candidate.release()
+        return proxy(for: listener, create: true)
+    }
+
+    @inline(never)
+    private static func reportShared(by listener: AnyObject) {
+        _Diagnostics.reportProgrammerError(
+            "SafeObserve: a \(type(of: listener)) returns an ObserverLifetime that another object already "
+                + "uses; each SafeObserver needs its own, declared as a stored `let`")
     }
 }

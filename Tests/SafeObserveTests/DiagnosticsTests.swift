@@ -66,4 +66,36 @@ struct DiagnosticsTests {
         #expect(messages.entries.count == 2)
         #expect(messages.entries.allSatisfy { $0.contains("deinit") && $0.contains("Counter") })
     }
+
+    @Test func anObserverLifetimeSharedByTwoListeners_isRejectedForTheSecond_andNeverReachesTheFirst() {
+        final class Sharing: SafeObserver {
+            let observerLifetime: ObserverLifetime
+            init(_ lifetime: ObserverLifetime) { observerLifetime = lifetime }
+        }
+        let lifetime = ObserverLifetime()
+        let first = Sharing(lifetime)
+        let second = Sharing(lifetime)
+        let counter = Counter()
+        let log = EventLog()
+        let messages = EventLog()
+        let firstToken = counter.safeObserve(\.count, by: first) { _, _, _ in log.record("first") }
+        let secondToken = _Diagnostics.withHandler {
+            messages.record($0)
+        } body: {
+            counter.safeObserve(\.count, by: second) { _, _, _ in log.record("second") }
+        }
+        #expect(firstToken.isActive)
+        #expect(!secondToken.isActive)
+        #expect(messages.entries.count == 1)
+        #expect(
+            messages.entries.first?.contains("Sharing") == true
+                && messages.entries.first?.contains("ObserverLifetime") == true)
+        // Unobserving through the second listener must not end the first's relation.
+        counter.safeUnobserve(\.count, by: second)
+        SafeObservation.removeAll(observedBy: second)
+        #expect(SafeObservation.relations(observedBy: second).isEmpty)
+        counter.count = 1
+        #expect(log.entries == ["first"])
+        #expect(SafeObservation.relations(observedBy: first) == [firstToken])
+    }
 }

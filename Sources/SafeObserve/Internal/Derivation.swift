@@ -39,12 +39,17 @@ class _Derivation: @unchecked Sendable {
         var isStopped = false
     }
 
-    /// The dependency relations' proxy (so that they end like any relation).
-    let proxy = _ListenerProxy()
+    /// The dependency relations' proxy (so that they end like any relation),
+    /// whose listener is this derivation.
+    // nonisolated(unsafe), @exclusivity(unchecked): written once, by `init`
+    // (the proxy needs `self`), before the derivation is shared; only read after.
+    @exclusivity(unchecked) private(set) nonisolated(unsafe) var proxy: _ListenerProxy!
     let state = _Mutex(State())
 
     @usableFromInline
-    init() {}
+    init() {
+        proxy = _ListenerProxy(listener: self)
+    }
 
     // MARK: Typed operations (overridden by `_TypedDerivation`)
 
@@ -112,7 +117,7 @@ class _Derivation: @unchecked Sendable {
                     guard bound.insert(ObjectIdentifier(access.channel)).inserted else { continue }
                 }
                 let relation = _Relation(
-                    keyPath: access.wrappedKeyPath, objectID: ObjectIdentifier(access.object), listener: self,
+                    keyPath: access.wrappedKeyPath, objectID: ObjectIdentifier(access.object),
                     options: dependencyOptions, proxy: proxy, channel: access.channel,
                     deliver: { derivation, _, _, isPrior in
                         // unsafeDowncast: a dependency's listener is always its derivation.

@@ -14,7 +14,13 @@ final class _ListenerProxy: Sendable {
 
     let state = _Mutex(State())
 
-    init() {}
+    /// The listener, never retained (probed with `swift_tryRetain`): one
+    /// reference per listener, which all its relations share.
+    let listener: _UnretainedReference
+
+    init(listener: AnyObject) {
+        self.listener = _UnretainedReference(listener)
+    }
 
     /// Records `candidate`, unless the proxy already holds an active relation
     /// for the same object, key path and channel: then returns that one
@@ -121,7 +127,7 @@ final class _ListenerProxy: Sendable {
     /// With `create: false`, nothing is ever allocated (safe inside `deinit`).
     static func of(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
         if let lifetime = _ObserverLifetimeLookup.lifetime(of: listener) {
-            return lifetime.proxy
+            return lifetime.proxy(for: listener, create: create)
         }
         return _ProxyTable.shared.proxy(for: listener, create: create)
     }
@@ -142,9 +148,10 @@ final class _ProxyTable: Sendable {
     struct Entry: Sendable, _AddressKeyed {
         /// The listener's identity when it registered.
         let id: ObjectIdentifier
-        /// The listener, never retained. (On Linux it also keeps the
-        /// listener's allocation, so its address is not reused meanwhile.)
-        let listener: _UnretainedReference
+        /// The listener's proxy. Its reference to the listener (never
+        /// retained) tells whether the listener is alive; on Linux it also
+        /// keeps the listener's allocation, so its address is not reused
+        /// meanwhile.
         let proxy: _ListenerProxy
 
         var tableKey: ObjectIdentifier { id }
@@ -170,7 +177,7 @@ final class _ProxyTable: Sendable {
         // swept (then it is replaced below).
         let existing = state.withLock { state -> _ListenerProxy? in
             state.entries.first(under: id) { entry in
-                !create || entry.listener.isAlive(heldByCaller: listener) ? entry.proxy : nil
+                !create || entry.proxy.listener.isAlive(heldByCaller: listener) ? entry.proxy : nil
             }
         }
         guard create, existing == nil else { return existing }
@@ -180,7 +187,7 @@ final class _ProxyTable: Sendable {
     private func insertProxy(for listener: AnyObject, id: ObjectIdentifier) -> _ListenerProxy {
         let (proxy, candidates, replaced) = state.withLock { state -> (_ListenerProxy, [Entry], Entry?) in
             if let entry = state.entries.first(under: id, where: { _ in true }),
-                entry.listener.isAlive(heldByCaller: listener)
+                entry.proxy.listener.isAlive(heldByCaller: listener)
             {
                 return (entry.proxy, [], nil)  // another thread inserted it meanwhile
             }
@@ -188,8 +195,8 @@ final class _ProxyTable: Sendable {
             // Amortized sweep: two old entries per new one, probed after
             // unlocking (a liveness check must not run under the lock).
             let candidates = [Self.nextSweepCandidate(&state), Self.nextSweepCandidate(&state)].compactMap { $0 }
-            let proxy = _ListenerProxy()
-            state.entries.insert(Entry(id: id, listener: _UnretainedReference(listener), proxy: proxy))
+            let proxy = _ListenerProxy(listener: listener)
+            state.entries.insert(Entry(id: id, proxy: proxy))
             return (proxy, candidates, replaced)
         }
         replaced?.proxy.removeAll(final: true)
@@ -214,7 +221,7 @@ final class _ProxyTable: Sendable {
     /// it did.
     @discardableResult
     private func removeIfDead(_ entry: Entry) -> Bool {
-        guard entry.listener.isGone else { return false }
+        guard entry.proxy.listener.isGone else { return false }
         let removed = state.withLock { state in
             state.entries.remove(under: entry.id) { $0.proxy === entry.proxy }
         }

@@ -64,6 +64,14 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
         func load(_ reference: _UnretainedReference) -> AnyObject? { reference.load() }
     }
 
+    /// A relation's reference to its listener (see the native variant): here,
+    /// a copy of the proxy's weak reference.
+    typealias _ListenerHandle = _UnretainedReference
+
+    extension _UnretainedReference {
+        init(_ reference: _UnretainedReference) { self = reference }
+    }
+
     /// A reference to a listener that never keeps it alive.
     struct _UnretainedReference: @unchecked Sendable {
         // @unchecked Sendable: a weak reference is safe to load from any thread.
@@ -149,11 +157,34 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
 
         /// `reference.load()`.
         @inline(__always)
-        func load(_ reference: _UnretainedReference) -> AnyObject? {
+        func load(_ reference: _ListenerHandle) -> AnyObject? {
             guard tryRetainFunction(reference.address) != nil else { return nil }
             // Unmanaged: balances the +1 that swift_tryRetain just took.
             return Unmanaged<AnyObject>.fromOpaque(reference.address).takeRetainedValue()
         }
+    }
+
+    /// A relation's reference to its listener: only the address, probed with
+    /// the runtime like an ``_UnretainedReference``, so copying it costs
+    /// nothing. Valid while an `_UnretainedReference` to the same object keeps
+    /// its allocation: the listener's proxy's, which every relation holds.
+    struct _ListenerHandle: @unchecked Sendable {
+        // @unchecked Sendable: an immutable address, only passed to the runtime's atomic probes.
+        let address: UnsafeMutableRawPointer
+
+        init(_ reference: borrowing _UnretainedReference) {
+            address = reference.address
+        }
+
+        /// A strong reference unless deinitialization began. Call it outside
+        /// locks: dropping the result may run the object's deinit.
+        @inline(__always)
+        func load() -> AnyObject? {
+            _Probe.current.load(self)
+        }
+
+        /// Whether deinitialization began. Never retains: safe under locks.
+        var isGone: Bool { _isDeallocatingFunction(address) }
     }
 
     /// A reference to a listener that never keeps it alive: an unowned

@@ -59,8 +59,8 @@ enum _SafeObserveRegistration {
             guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
             let derivation = derive()
             let candidate = _DerivedRelation(
-                keyPath: keyPath, objectID: ObjectIdentifier(object), listener: listener, options: options,
-                proxy: proxy, derivation: derivation, deliver: deliver)
+                keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
+                derivation: derivation, deliver: deliver)
             guard let (relation, inserted) = proxy.insert(candidate) else { return inert }
             let token = ObservationToken(relation)
             guard inserted else { return (token, false) }
@@ -79,8 +79,8 @@ enum _SafeObserveRegistration {
         }
         // Built before the proxy's lock is taken, and dropped on a dedupe hit.
         let candidate = _Relation(
-            keyPath: keyPath, objectID: ObjectIdentifier(object), listener: listener, options: options,
-            proxy: proxy, channel: channel, deliver: deliver)
+            keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
+            channel: channel, deliver: deliver)
         guard let (relation, inserted) = proxy.insert(candidate) else {
             return (ObservationToken(inertWith: options), false)
         }

@@ -29,8 +29,9 @@ class _Relation: @unchecked Sendable {
     final let options: ObservationOptions
     final let keyPath: AnyKeyPath
     final let objectID: ObjectIdentifier
-    /// The listener, never retained (probed with `swift_tryRetain`).
-    final let listener: _UnretainedReference
+    /// The listener, never retained (probed with `swift_tryRetain`). Its
+    /// allocation is kept by `proxy`'s reference to it.
+    final let listener: _ListenerHandle
     /// The listener's side. Strong: the proxy holds its active relations and a
     /// relation its proxy, a cycle that every way a relation ends breaks
     /// (removal, either side's teardown, the sweeps).
@@ -47,14 +48,14 @@ class _Relation: @unchecked Sendable {
     final nonisolated(unsafe) var slot = -1
 
     init(
-        keyPath: AnyKeyPath, objectID: ObjectIdentifier, listener: AnyObject, options: ObservationOptions,
-        proxy: _ListenerProxy, channel: _Channel?, deliver: @escaping _Deliver
+        keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
+        channel: _Channel?, deliver: @escaping _Deliver
     ) {
         self.deliver = deliver
         self.options = options
         self.keyPath = keyPath
         self.objectID = objectID
-        self.listener = _UnretainedReference(listener)
+        self.listener = _ListenerHandle(proxy.listener)
         self.proxy = proxy
         self.channel = channel
     }
@@ -103,13 +104,12 @@ final class _DerivedRelation: _Relation, @unchecked Sendable {
     let derivation: _Derivation
 
     init(
-        keyPath: AnyKeyPath, objectID: ObjectIdentifier, listener: AnyObject, options: ObservationOptions,
-        proxy: _ListenerProxy, derivation: _Derivation, deliver: @escaping _Deliver
+        keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
+        derivation: _Derivation, deliver: @escaping _Deliver
     ) {
         self.derivation = derivation
         super.init(
-            keyPath: keyPath, objectID: objectID, listener: listener, options: options, proxy: proxy, channel: nil,
-            deliver: deliver)
+            keyPath: keyPath, objectID: objectID, options: options, proxy: proxy, channel: nil, deliver: deliver)
     }
 
     /// Stops the derivation and its dependencies.
