@@ -83,9 +83,9 @@ public struct Observed<Value> {
                 // is a direct projection that the optimizer folds.
                 // Registrations only read the object, so several may run at
                 // once; the sentinel field is only touched under this lock.
-                _sentinelCreationLock.withLock { _ in
-                    _recordAccess(instance, wrappedKeyPath, sentinel: &instance[keyPath: storageKeyPath]._sentinel)
-                }
+                _lockSentinelCreation()
+                _recordAccess(instance, wrappedKeyPath, sentinel: &instance[keyPath: storageKeyPath]._sentinel)
+                _unlockSentinelCreation()
             }
             return instance[keyPath: storageKeyPath]._value
         }
@@ -114,7 +114,7 @@ public struct Observed<Value> {
     /// Registration is resolving a key path: record this property, creating
     /// its sentinel if this is its first observation.
     ///
-    /// Called under `_sentinelCreationLock`; runs no user code.
+    /// Called under `_lockSentinelCreation()`; runs no user code.
     @usableFromInline
     static func _recordAccess(
         _ instance: some SafeObservable,

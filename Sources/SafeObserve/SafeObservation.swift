@@ -94,7 +94,7 @@ public enum SafeObservation {
         if object is any CustomReflectable {
             children = mirrors.flatMap { Array($0.children) }
         } else {
-            children = _sentinelCreationLock.withLock { _ in mirrors.flatMap { Array($0.children) } }
+            children = _Registry.withLock { _ in mirrors.flatMap { Array($0.children) } }
         }
         var storage: [(label: String?, channel: _Channel?)] = []
         for child in children {

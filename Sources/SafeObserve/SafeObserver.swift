@@ -54,24 +54,27 @@ public final class ObserverLifetime: Sendable {
     }
 
     /// The proxy of `listener` — the object this lifetime is stored in —
-    /// created on first use with `create`; `nil` if the lifetime is already
-    /// another object's (reported when `create` is set).
+    /// created on first use with `create`, as a +1 for the caller to take;
+    /// `nil` if the lifetime is already another object's (reported when
+    /// `create` is set).
     ///
     /// - Complexity: O(1): one atomic load once created.
     @inline(__always)
-    func proxy(for listener: AnyObject, create: Bool) -> _ListenerProxy? {
+    func retainedProxy(for listener: AnyObject, create: Bool) -> Unmanaged<_ListenerProxy>? {
         guard let address = UnsafeRawPointer(bitPattern: proxyBits.load(ordering: .acquiring)) else {
-            return create ? makeProxy(for: listener) : nil
+            // Unmanaged: +1 for the caller.
+            return create ? makeProxy(for: listener).map(Unmanaged.passRetained) : nil
         }
         // Unmanaged: owned by this lifetime (+1 stored), which the caller's
-        // listener keeps alive.
-        let proxy = Unmanaged<_ListenerProxy>.fromOpaque(address).takeUnretainedValue()
+        // listener keeps alive; borrowed to compare, retained to return.
+        let proxy = Unmanaged<_ListenerProxy>.fromOpaque(address)
         // Unmanaged without a retain: only the address is compared.
-        guard proxy.listener.address == Unmanaged.passUnretained(listener).toOpaque() else {
+        let listenerAddress = Unmanaged.passUnretained(listener).toOpaque()
+        guard proxy._withUnsafeGuaranteedRef({ $0.listener.address == listenerAddress }) else {
             if create { Self.reportShared(by: listener) }
             return nil
         }
-        return proxy
+        return proxy.retain()
     }
 
     @inline(never)
@@ -84,7 +87,8 @@ public final class ObserverLifetime: Sendable {
         }
         // Another thread's registration created it first.
         candidate.release()
-        return proxy(for: listener, create: true)
+        // Unmanaged: takes the +1 `retainedProxy` returns.
+        return retainedProxy(for: listener, create: true)?.takeRetainedValue()
     }
 
     @inline(never)

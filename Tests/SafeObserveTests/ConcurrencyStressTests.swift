@@ -729,7 +729,7 @@ struct ConcurrencyStressTests {
 /// tests' `weak` references gave them: a side table's only pointer is stored
 /// encoded in its object's header, where LeakSanitizer cannot see it.
 func stressReleaseDeadListenerMemory() {
-    _ProxyTable.shared.sweepAll()
+    _ProxyTable.sweepAll()
 }
 
 /// Runs every body on its own pthread, all released together, and joins them

@@ -69,7 +69,7 @@ struct LifetimeTests {
     @Test func tenThousandShortLivedListeners_onAnObjectThatNeverChanges_stayBounded() {
         let counter = Counter()
         let captures = LifetimeCounter()
-        let tableBefore = _ProxyTable.shared.count
+        let tableBefore = _ProxyTable.count
         for _ in 0..<10_000 {
             let listener = Listener()
             let captured = Captured(captures)
@@ -81,7 +81,7 @@ struct LifetimeTests {
         #expect(captures.liveCount <= 8, "handlers of dead listeners accumulated: \(captures.liveCount)")
         // The proxy table is shared with suites running in parallel, so allow
         // for their entries; without the sweep this would grow by 10,000.
-        #expect(_ProxyTable.shared.count - tableBefore < 5_000, "dead proxies accumulated")
+        #expect(_ProxyTable.count - tableBefore < 5_000, "dead proxies accumulated")
     }
 
     // MARK: Semantics 2 — the observed object dies first

@@ -72,7 +72,7 @@ final class _AccessTracker {
 }
 
 /// Whether a registration is resolving a key path on this thread (checked
-/// before the getter takes `_sentinelCreationLock`).
+/// before the getter takes the sentinel creation lock).
 @usableFromInline
 func _isTrackingOnThisThread() -> Bool {
     _AccessTracker.current != nil

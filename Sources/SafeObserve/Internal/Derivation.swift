@@ -129,8 +129,15 @@ class _Derivation: @unchecked Sendable {
             return (dropped, added)
         }
         for relation in dropped { relation.end() }
-        for relation in added where proxy.insert(relation) == nil || relation.channel?.add(relation) != true {
-            relation.end()
+        for relation in added {
+            // One dependency per channel: the proxy never holds an active one
+            // for it already (if it did, this one would be a duplicate).
+            var existing: _Relation?
+            guard proxy.insert(relation, existing: &existing), existing == nil, relation.channel?.add(relation) == true
+            else {
+                relation.end()
+                continue
+            }
         }
     }
 

@@ -33,41 +33,55 @@ struct _SentinelField {
         self.offset = offset
     }
 
-    /// The channel of the property at this offset in `object`, creating its
-    /// sentinel on first observation; `nil` inside the object's `deinit`.
+    /// The channel of the property at this offset in `object` (+1, for the
+    /// caller to take), creating its sentinel on first observation; `nil`
+    /// inside the object's `deinit`.
     ///
     /// `object` must be an instance of a class the offset was located in (the
-    /// key path's root guarantees it). Runs under `_sentinelCreationLock`,
-    /// like every other write of a sentinel field.
+    /// key path's root guarantees it). Call it inside `_Registry.withLock`,
+    /// which serializes every write of a sentinel field.
     ///
     /// - Complexity: O(1).
-    func channel(in object: AnyObject) -> _Channel? {
-        _sentinelCreationLock.withLock { _ -> _Channel? in
-            // Unmanaged without a retain: the caller holds `object`.
-            let base = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
-            // A stored `_Sentinel?` of `Observed<Value>`: memory bound to the
-            // storage struct is bound to its fields' types too.
-            let field = (base + offset).assumingMemoryBound(to: _Sentinel?.self)
-            if let sentinel = field.pointee {
-                return sentinel.channel
+    func channelCreatingSentinel(in object: AnyObject) -> Unmanaged<_Channel>? {
+        // Unmanaged without a retain: the caller holds `object`.
+        let base = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
+        // A stored `_Sentinel?` of `Observed<Value>`: memory bound to the
+        // storage struct is bound to its fields' types too.
+        let field = (base + offset).assumingMemoryBound(to: _Sentinel?.self)
+        // Read as bits and borrowed: the storage owns the sentinel, and the
+        // caller holds the object (so only the channel is retained).
+        if let sentinelAddress = UnsafeRawPointer(bitPattern: UnsafeRawPointer(field).load(as: UInt.self)) {
+            // Unmanaged: the sentinel borrowed as explained above; the channel +1.
+            return Unmanaged<_Sentinel>.fromOpaque(sentinelAddress)._withUnsafeGuaranteedRef {
+                Unmanaged.passRetained($0.channel)
             }
-            // Never create a sentinel inside the object's own deinit.
-            guard !_swift_isDeallocating(object) else { return nil }
-            let sentinel = _Sentinel(object: object)
-            field.pointee = sentinel
-            return sentinel.channel
         }
+        // Never create a sentinel inside the object's own deinit.
+        guard !_swift_isDeallocating(object) else { return nil }
+        let sentinel = _Sentinel(object: object)
+        field.pointee = sentinel
+        // Unmanaged: +1 for the caller, as above.
+        return Unmanaged.passRetained(sentinel.channel)
     }
 }
 
-/// What the first resolution of each key path learned, by key-path identity.
+extension _SentinelField {
+    /// ``channelCreatingSentinel(in:)``, taking the registry's lock (tests).
+    func channel(in object: AnyObject) -> _Channel? {
+        // Unmanaged: takes the +1 `channelCreatingSentinel` returned.
+        _Registry.withLock { _ in channelCreatingSentinel(in: object) }?.takeRetainedValue()
+    }
+}
+
+/// What the first resolution of each key path learned, by key-path identity
+/// (part of the ``_Registry``).
 ///
 /// Key-path literals are instantiated once per use site, so a program's
 /// registrations keep presenting the same few objects. The cache is
 /// direct-mapped and bounded (64 entries, each holding its key path so that
 /// the identity stays valid); a miss, or a key path built anew for every call,
 /// simply takes the general path.
-enum _KeyPathResolutionCache {
+struct _KeyPathResolutionCache {
     struct Entry {
         var keyPath: AnyKeyPath?
         var field = _SentinelField?.none
@@ -75,7 +89,7 @@ enum _KeyPathResolutionCache {
 
     private static let slotCount = 64
 
-    private static let table = _Mutex(ContiguousArray(repeating: Entry(), count: slotCount))
+    private var slots = ContiguousArray(repeating: Entry(), count: slotCount)
 
     private static func slot(of keyPath: AnyKeyPath) -> Int {
         Int(truncatingIfNeeded: ((UInt(bitPattern: ObjectIdentifier(keyPath)) &>> 4) &* 0x9E37_79B9_7F4A_7C15) &>> 58)
@@ -84,17 +98,22 @@ enum _KeyPathResolutionCache {
     /// The sentinel field `keyPath` resolves to, if known.
     ///
     /// - Complexity: O(1).
+    func field(for keyPath: AnyKeyPath) -> _SentinelField? {
+        let slot = Self.slot(of: keyPath)
+        return slots[slot].keyPath === keyPath ? slots[slot].field : nil
+    }
+
+    /// The sentinel field `keyPath` resolves to, if known (takes the lock).
     static func sentinelField(for keyPath: AnyKeyPath) -> _SentinelField? {
-        let slot = slot(of: keyPath)
-        return table.withLock { table in table[slot].keyPath === keyPath ? table[slot].field : nil }
+        _Registry.withLock { $0.keyPaths.field(for: keyPath) }
     }
 
     /// Records that `keyPath` is exactly the `@Observed` property at `field`.
     static func record(_ field: _SentinelField, for keyPath: AnyKeyPath) {
         let slot = slot(of: keyPath)
-        let replaced = table.withLock { table in
-            defer { table[slot] = Entry(keyPath: keyPath, field: field) }
-            return table[slot]
+        let replaced = _Registry.withLock { state in
+            defer { state.keyPaths.slots[slot] = Entry(keyPath: keyPath, field: field) }
+            return state.keyPaths.slots[slot]
         }
         _ = replaced  // released unlocked
     }

@@ -23,39 +23,35 @@ final class _ListenerProxy: Sendable {
     }
 
     /// Records `candidate`, unless the proxy already holds an active relation
-    /// for the same object, key path and channel: then returns that one
-    /// (deduplication) and `candidate` is dropped.
+    /// for the same object, key path and channel: then sets `existing` to
+    /// that one (deduplication) and leaves `candidate` out.
     ///
-    /// `nil` when the proxy was torn down (its listener is being destroyed).
+    /// `false` when the proxy was torn down (its listener is being destroyed).
     /// A relation with the same object identity but another channel belongs to
     /// a dead object whose address was reused: it is replaced, never reused.
     ///
     /// - Complexity: O(*k*) expected, *k* being the key paths observed on the
     ///   candidate's object.
-    func insert(_ candidate: _Relation) -> (relation: _Relation, inserted: Bool)? {
-        let object = candidate.objectID
-        let keyPath = candidate.keyPath
-        var existing: _Relation?
+    func insert(_ candidate: _Relation, existing: inout _Relation?) -> Bool {
         var stale: _Relation?
         let accepted = state.withLock { state -> Bool in
             guard !state.isTornDown else { return false }
+            let keyPath = candidate.keyPath
             let sameKeyPath = { (relation: _Relation) in relation.keyPath === keyPath || relation.keyPath == keyPath }
-            if let found = state.relations.first(under: object, where: sameKeyPath) {
+            if let found = state.relations.first(under: candidate.objectID, where: sameKeyPath) {
                 if found.isActive, found.channel === candidate.channel {
                     existing = found
                     return true
                 }
                 // Ended (its `forget` is on its way) or stale: replace it.
-                state.relations.remove(under: object) { $0 === found }
+                state.relations.remove(under: candidate.objectID) { $0 === found }
                 stale = found
             }
             state.relations.insert(candidate)
             return true
         }
         stale?.end()
-        guard accepted else { return nil }
-        if let existing { return (existing, false) }
-        return (candidate, true)
+        return accepted
     }
 
     /// Forgets `relation` (already ended by the caller).
@@ -121,15 +117,54 @@ final class _ListenerProxy: Sendable {
         }
     }
 
-    /// Finds the proxy of `listener`: its ``ObserverLifetime`` if it adopts
-    /// ``SafeObserver``, the global table's entry otherwise.
+    /// Finds the proxy of `listener`: its ``ObserverLifetime``'s if it adopts
+    /// ``SafeObserver``, the proxy table's otherwise.
     ///
     /// With `create: false`, nothing is ever allocated (safe inside `deinit`).
     static func of(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
-        if let lifetime = _ObserverLifetimeLookup.lifetime(of: listener) {
-            return lifetime.proxy(for: listener, create: create)
+        var proxy: Unmanaged<_ListenerProxy>?
+        var observerType: (any SafeObserver.Type)?
+        let found = _Registry.withLock { state in
+            state.lookUp(listener, create: create, proxy: &proxy, observerType: &observerType)
         }
-        return _ProxyTable.shared.proxy(for: listener, create: create)
+        // Unmanaged: takes the +1 that `lookUp` or `retained(...)` returned.
+        return (proxy ?? retained(listener, create: create, found: found, observerType: observerType))?
+            .takeRetainedValue()
+    }
+
+    /// Finishes ``of(_:create:)`` when the registry's tables `found` no proxy
+    /// (unlocked: reading `observerLifetime` runs the listener's code), as a
+    /// +1 for the caller to take.
+    static func retained(
+        _ listener: AnyObject, create: Bool, found: _ListenerLookup, observerType: (any SafeObserver.Type)?
+    ) -> Unmanaged<_ListenerProxy>? {
+        switch found {
+        case .proxy:
+            preconditionFailure("SafeObserve: a proxy found in the table is taken by the caller")
+        case .observer:
+            return _ListenerClassCache.lifetime(of: listener, as: observerType!)
+                .retainedProxy(for: listener, create: create)
+        case .noProxy:
+            // Unmanaged: +1 for the caller.
+            return create ? Unmanaged.passRetained(_ProxyTable.insertProxy(for: listener)) : nil
+        case .unknownClass:
+            // Unmanaged: +1 for the caller.
+            return ofUnknownClass(listener, create: create).map(Unmanaged.passRetained)
+        }
+    }
+
+    @inline(never)
+    private static func ofUnknownClass(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
+        if let observerType = _ListenerClassCache.lookUpSlowly(listener) {
+            // Unmanaged: takes the +1 `retainedProxy` returns.
+            return _ListenerClassCache.lifetime(of: listener, as: observerType)
+                .retainedProxy(for: listener, create: create)?.takeRetainedValue()
+        }
+        // Unmanaged: the +1 `existingProxy` took.
+        let existing = _Registry.withLock { $0.proxies.existingProxy(of: listener, create: create) }?
+            .takeRetainedValue()
+        guard create, existing == nil else { return existing }
+        return _ProxyTable.insertProxy(for: listener)
     }
 }
 
@@ -137,14 +172,15 @@ extension _Relation: _AddressKeyed {
     var tableKey: ObjectIdentifier { objectID }
 }
 
-/// Proxies of listeners that do not adopt ``SafeObserver``.
+/// Proxies of listeners that do not adopt ``SafeObserver`` (part of the
+/// ``_Registry``).
 ///
 /// Such a listener cannot be given a `deinit` hook on Linux, so its proxy is
-/// kept here, next to a reference that tells whether it is alive. Each new
-/// entry inspects two old ones (round-robin) and tears down those whose
-/// listener died, so dead entries never outnumber live ones by more than a
-/// constant factor, with O(1) work per registration.
-final class _ProxyTable: Sendable {
+/// kept here; the proxy's reference to the listener tells whether it is
+/// alive. Each new entry inspects two old ones (round-robin) and tears down
+/// those whose listener died, so dead entries never outnumber live ones by
+/// more than a constant factor, with O(1) work per registration.
+struct _ProxyTable {
     struct Entry: Sendable, _AddressKeyed {
         /// The listener's identity when it registered.
         let id: ObjectIdentifier
@@ -157,46 +193,44 @@ final class _ProxyTable: Sendable {
         var tableKey: ObjectIdentifier { id }
     }
 
-    struct State {
-        var entries = _AddressTable<Entry>()
-        /// Round-robin position of the sweep, a slot of `entries`.
-        var sweepCursor = 0
-    }
+    private var entries = _AddressTable<Entry>()
+    /// Round-robin position of the sweep, a slot of `entries`.
+    private var sweepCursor = 0
 
-    static let shared = _ProxyTable()
-
-    let state = _Mutex(State())
-
-    /// - Complexity: Amortized O(1) expected.
-    func proxy(for listener: AnyObject, create: Bool) -> _ListenerProxy? {
-        let id = ObjectIdentifier(listener)
-        // Fast path: the listener already has its proxy. An entry at this
-        // address is this listener's — alive, or inside its deinit
-        // (registering from a deinit is refused earlier) — unless the
-        // platform can reuse a dead listener's address before its entry is
-        // swept (then it is replaced below).
-        let existing = state.withLock { state -> _ListenerProxy? in
-            state.entries.first(under: id) { entry in
-                !create || entry.proxy.listener.isAlive(heldByCaller: listener) ? entry.proxy : nil
-            }
+    /// The proxy of `listener`, if it has one.
+    ///
+    /// An entry at the listener's address is this listener's — alive, or
+    /// inside its deinit (registering from a deinit is refused earlier) —
+    /// unless the platform can reuse a dead listener's address before its
+    /// entry is swept: with `create`, such an entry is ignored (and replaced
+    /// by ``insertProxy(for:)``).
+    ///
+    /// - Complexity: O(1) expected.
+    func existingProxy(of listener: AnyObject, create: Bool) -> Unmanaged<_ListenerProxy>? {
+        entries.first(under: ObjectIdentifier(listener)) { entry in
+            // Unmanaged: +1, for the caller to take.
+            !create || entry.proxy.listener.isAlive(heldByCaller: listener) ? Unmanaged.passRetained(entry.proxy) : nil
         }
-        guard create, existing == nil else { return existing }
-        return insertProxy(for: listener, id: id)
     }
 
-    private func insertProxy(for listener: AnyObject, id: ObjectIdentifier) -> _ListenerProxy {
-        let (proxy, candidates, replaced) = state.withLock { state -> (_ListenerProxy, [Entry], Entry?) in
-            if let entry = state.entries.first(under: id, where: { _ in true }),
+    /// Creates and files the proxy of `listener` (unless another thread just
+    /// did), sweeping two old entries.
+    ///
+    /// - Complexity: Amortized O(1) expected.
+    static func insertProxy(for listener: AnyObject) -> _ListenerProxy {
+        let id = ObjectIdentifier(listener)
+        let (proxy, candidates, replaced) = _Registry.withLock { state -> (_ListenerProxy, [Entry], Entry?) in
+            if let entry = state.proxies.entries.first(under: id, where: { _ in true }),
                 entry.proxy.listener.isAlive(heldByCaller: listener)
             {
                 return (entry.proxy, [], nil)  // another thread inserted it meanwhile
             }
-            let replaced = state.entries.remove(under: id) { _ in true }
+            let replaced = state.proxies.entries.remove(under: id) { _ in true }
             // Amortized sweep: two old entries per new one, probed after
             // unlocking (a liveness check must not run under the lock).
-            let candidates = [Self.nextSweepCandidate(&state), Self.nextSweepCandidate(&state)].compactMap { $0 }
+            let candidates = [state.proxies.nextSweepCandidate(), state.proxies.nextSweepCandidate()].compactMap { $0 }
             let proxy = _ListenerProxy(listener: listener)
-            state.entries.insert(Entry(id: id, proxy: proxy))
+            state.proxies.entries.insert(Entry(id: id, proxy: proxy))
             return (proxy, candidates, replaced)
         }
         replaced?.proxy.removeAll(final: true)
@@ -207,12 +241,12 @@ final class _ProxyTable: Sendable {
     }
 
     /// The next entry, round-robin, for the sweep.
-    private static func nextSweepCandidate(_ state: inout State) -> Entry? {
+    private mutating func nextSweepCandidate() -> Entry? {
         // Empty slots are at most 3/4 of the table: a few steps find an entry.
-        for _ in 0..<state.entries.capacity {
-            if state.sweepCursor >= state.entries.capacity { state.sweepCursor = 0 }
-            defer { state.sweepCursor += 1 }
-            if let entry = state.entries.element(inSlot: state.sweepCursor) { return entry }
+        for _ in 0..<entries.capacity {
+            if sweepCursor >= entries.capacity { sweepCursor = 0 }
+            defer { sweepCursor += 1 }
+            if let entry = entries.element(inSlot: sweepCursor) { return entry }
         }
         return nil
     }
@@ -220,10 +254,10 @@ final class _ProxyTable: Sendable {
     /// Removes, and tears down, `entry` if its listener died; returns whether
     /// it did.
     @discardableResult
-    private func removeIfDead(_ entry: Entry) -> Bool {
+    private static func removeIfDead(_ entry: Entry) -> Bool {
         guard entry.proxy.listener.isGone else { return false }
-        let removed = state.withLock { state in
-            state.entries.remove(under: entry.id) { $0.proxy === entry.proxy }
+        let removed = _Registry.withLock { state in
+            state.proxies.entries.remove(under: entry.id) { $0.proxy === entry.proxy }
         }
         removed?.proxy.removeAll(final: true)
         return removed != nil
@@ -231,12 +265,14 @@ final class _ProxyTable: Sendable {
 
     /// Tears down every entry whose listener died; returns how many.
     @discardableResult
-    func sweepAll() -> Int {
-        state.withLock { $0.entries.elements }.reduce(0) { count, entry in count + (removeIfDead(entry) ? 1 : 0) }
+    static func sweepAll() -> Int {
+        _Registry.withLock { $0.proxies.entries.elements }.reduce(0) { count, entry in
+            count + (removeIfDead(entry) ? 1 : 0)
+        }
     }
 
     /// Entries, live or not yet swept (leak tests).
-    var count: Int {
-        state.withLock { $0.entries.count }
+    static var count: Int {
+        _Registry.withLock { $0.proxies.entries.count }
     }
 }

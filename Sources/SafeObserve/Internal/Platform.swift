@@ -1,6 +1,8 @@
 // Every call into the C library or the Swift runtime lives in this file, so
 // that porting SafeObserve to another platform means reading one page.
 
+import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -101,24 +103,54 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
 
     /// A Swift runtime entry point taking one object, looked up once with
     /// `dlsym` (the compiler reserves `@_silgen_name` for its own use of runtime
-    /// symbols). Both functions used here are part of the runtime's stable ABI.
-    private func _runtimeFunction<Result>(_ name: String, as type: Result.Type) -> Result {
+    /// symbols) and kept in `cache`. Both functions used here are part of the
+    /// runtime's stable ABI.
+    ///
+    /// The caches are statically initialized atomic words, so a call costs one
+    /// load more than a direct call (a lazy global would check its once-token
+    /// each time). Relaxed ordering suffices: the word publishes nothing but
+    /// itself, and every thread that looks the symbol up stores the same value.
+    @inline(never)
+    private func _runtimeFunctionAddress(_ name: StaticString, cache: borrowing Atomic<UInt>) -> UInt {
         let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
-        guard let symbol = dlsym(handle, name) else {
+        guard
+            let symbol = name.withUTF8Buffer({
+                dlsym(handle, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self))
+            })
+        else {
             preconditionFailure("SafeObserve: the Swift runtime does not export \(name)")
         }
-        // unsafeBitCast: a C function pointer, to the runtime's documented C signature.
-        return unsafeBitCast(symbol, to: type)
+        let address = UInt(bitPattern: symbol)
+        cache.store(address, ordering: .relaxed)
+        return address
     }
 
+    private typealias _IsDeallocatingFunction = @convention(c) (UnsafeMutableRawPointer) -> Bool
+    private typealias _TryRetainFunction = @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?
+
+    private let _isDeallocatingAddress = Atomic<UInt>(0)
+    private let _tryRetainAddress = Atomic<UInt>(0)
+
     /// `bool swift_isDeallocating(HeapObject *)`.
-    private let _isDeallocatingFunction = _runtimeFunction(
-        "swift_isDeallocating", as: (@convention(c) (UnsafeMutableRawPointer) -> Bool).self)
+    private var _isDeallocatingFunction: _IsDeallocatingFunction {
+        @inline(__always) get {
+            var address = _isDeallocatingAddress.load(ordering: .relaxed)
+            if address == 0 { address = _runtimeFunctionAddress("swift_isDeallocating", cache: _isDeallocatingAddress) }
+            // unsafeBitCast: the symbol's address, to the runtime's documented C signature.
+            return unsafeBitCast(address, to: _IsDeallocatingFunction.self)
+        }
+    }
 
     /// `HeapObject *swift_tryRetain(HeapObject *)`: the object, +1, unless its
     /// deinitialization began (then `NULL`).
-    private let _tryRetainFunction = _runtimeFunction(
-        "swift_tryRetain", as: (@convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?).self)
+    private var _tryRetainFunction: _TryRetainFunction {
+        @inline(__always) get {
+            var address = _tryRetainAddress.load(ordering: .relaxed)
+            if address == 0 { address = _runtimeFunctionAddress("swift_tryRetain", cache: _tryRetainAddress) }
+            // unsafeBitCast: the symbol's address, to the runtime's documented C signature.
+            return unsafeBitCast(address, to: _TryRetainFunction.self)
+        }
+    }
 
     /// Whether `object` has started deinitialization (its strong count reached zero).
     ///

@@ -43,9 +43,22 @@ enum _SafeObserveRegistration {
 
         // The common case first, exactly as if derived key paths did not
         // exist: a key path already known to be one @Observed property.
-        if let field = _KeyPathResolutionCache.sentinelField(for: keyPath) {
-            guard let channel = field.channel(in: object) else { return inert }
-            return attach(object, keyPath, listener, options, deliver, to: channel)
+        var channel: Unmanaged<_Channel>?
+        var proxy: Unmanaged<_ListenerProxy>?
+        var observerType: (any SafeObserver.Type)?
+        if let found = _Registry.lookUp(
+            keyPath, on: object, listener: listener, channel: &channel, proxy: &proxy, observerType: &observerType)
+        {
+            if proxy == nil {
+                proxy = _ListenerProxy.retained(listener, create: true, found: found, observerType: observerType)
+            }
+            guard let channel, let proxy else {
+                // Unmanaged: gives back whichever +1 was taken.
+                channel?.release()
+                proxy?.release()
+                return inert
+            }
+            return attach(object, keyPath, options, deliver, to: channel, proxy: proxy)
         }
 
         switch resolve(keyPath, on: object, types: types, read: read) {
@@ -53,7 +66,10 @@ enum _SafeObserveRegistration {
             return inert
 
         case .property(let channel):
-            return attach(object, keyPath, listener, options, deliver, to: channel)
+            guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
+            // Unmanaged: +1s that `attach` hands over to the relation.
+            return attach(
+                object, keyPath, options, deliver, to: .passRetained(channel), proxy: .passRetained(proxy))
 
         case .derived(let accesses):
             guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
@@ -61,32 +77,33 @@ enum _SafeObserveRegistration {
             let candidate = _DerivedRelation(
                 keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
                 derivation: derivation, deliver: deliver)
-            guard let (relation, inserted) = proxy.insert(candidate) else { return inert }
-            let token = ObservationToken(relation)
-            guard inserted else { return (token, false) }
-            derivation.start(relation: relation, root: object, accesses: accesses)
-            return (token, options.contains(.initial) && relation.isActive)
+            var existing: _Relation?
+            guard proxy.insert(candidate, existing: &existing) else { return inert }
+            if let existing { return (ObservationToken(existing), false) }
+            derivation.start(relation: candidate, root: object, accesses: accesses)
+            return (ObservationToken(candidate), options.contains(.initial) && candidate.isActive)
         }
     }
 
-    /// Registers `listener` on `channel` (a single `@Observed` property).
+    /// Registers the listener of `proxy` on `channel` (a single `@Observed`
+    /// property), taking over the +1 references the caller passes.
     private static func attach(
-        _ object: AnyObject, _ keyPath: AnyKeyPath, _ listener: AnyObject, _ options: ObservationOptions,
-        _ deliver: @escaping _Deliver, to channel: _Channel
+        _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
+        to channel: Unmanaged<_Channel>, proxy: Unmanaged<_ListenerProxy>
     ) -> (token: ObservationToken, deliversInitial: Bool) {
-        guard let proxy = _ListenerProxy.of(listener, create: true) else {
-            return (ObservationToken(inertWith: options), false)
-        }
         // Built before the proxy's lock is taken, and dropped on a dedupe hit.
-        let candidate = _Relation(
-            keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
-            channel: channel, deliver: deliver)
-        guard let (relation, inserted) = proxy.insert(candidate) else {
+        // Unmanaged: the relation takes both +1s over.
+        let relation = _Relation(
+            keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy.takeRetainedValue(),
+            channel: channel.takeRetainedValue(), deliver: deliver)
+        var existing: _Relation?
+        guard relation.proxy.insert(relation, existing: &existing) else {
             return (ObservationToken(inertWith: options), false)
         }
+        if let existing { return (ObservationToken(existing), false) }
         let token = ObservationToken(relation)
-        guard inserted else { return (token, false) }
-        guard channel.add(relation) else {
+        // Unwrapped: a relation made with a channel keeps it.
+        guard relation.channel.unsafelyUnwrapped.add(relation) else {
             relation.end()
             return (token, false)
         }

@@ -26,11 +26,21 @@
     }
 }
 
-/// Serializes the first observation of `@Observed` properties: registrations
-/// only read the object, so several may run at once, but creating a sentinel
-/// writes the property's storage. Held only around that check-and-store,
-/// never around user code. (Its state is unused but not empty: a zero-sized
-/// state would share its address with the mutex itself, which confuses
-/// ThreadSanitizer's access tracking.)
+/// Takes the lock that serializes every write of a sentinel field (the
+/// ``_Registry``'s): registrations only read the object, so several may run
+/// at once, but the first observation of a property writes its storage.
+///
+/// For the `@Observed` getter's tracking branch, which must not pass a
+/// closure (capturing its key paths would keep the optimizer from folding
+/// the getter's own storage access): pair it with
+/// ``_unlockSentinelCreation()``, and run no user code in between.
 @usableFromInline
-let _sentinelCreationLock = _Mutex<UInt8>(0)
+func _lockSentinelCreation() {
+    _Registry.lock()
+}
+
+/// Releases the lock taken by ``_lockSentinelCreation()``.
+@usableFromInline
+func _unlockSentinelCreation() {
+    _Registry.unlock()
+}

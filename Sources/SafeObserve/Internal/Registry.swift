@@ -1,0 +1,135 @@
+import Synchronization
+
+/// The process-wide tables that registrations consult, behind one lock, so
+/// that the common registration takes it once:
+///
+/// - which key paths are exactly one `@Observed` property, and where that
+///   property keeps its sentinel (``_KeyPathResolutionCache``);
+/// - which listener classes adopt ``SafeObserver`` (``_ListenerClassCache``);
+/// - the proxies of all other listeners (``_ProxyTable``).
+///
+/// The same lock serializes the creation of sentinels: registrations only
+/// read the observed object, so several may run at once, but the first
+/// observation of a property writes its storage.
+///
+/// The tables are created on first use and never freed. They are published
+/// through an atomic word that the compiler initializes statically, so
+/// reaching them costs one load instead of a lazy global's once-check.
+///
+/// Held for a few dozen instructions at a time; never while user code runs,
+/// and never while another SafeObserve lock is taken.
+enum _Registry {
+    struct State {
+        var keyPaths = _KeyPathResolutionCache()
+        var listenerClasses = _ListenerClassCache()
+        var proxies = _ProxyTable()
+    }
+
+    /// The address of the `_LockedStorage<State>`, or 0 before first use.
+    private static let storageBits = Atomic<UInt>(0)
+
+    /// Runs `body` with exclusive access to the tables.
+    ///
+    /// - Complexity: O(1) plus `body`.
+    @inline(__always)
+    static func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        try storage()._withUnsafeGuaranteedRef { storage in
+            storage.lock()
+            defer { storage.unlock() }
+            return try body(&storage.state)
+        }
+    }
+
+    /// Takes the lock without a closure (the `@Observed` getter's tracking
+    /// branch); every `lock()` is followed by ``unlock()``, with no user code
+    /// in between.
+    static func lock() {
+        storage()._withUnsafeGuaranteedRef { $0.lock() }
+    }
+
+    /// Releases the lock taken by ``lock()``.
+    static func unlock() {
+        storage()._withUnsafeGuaranteedRef { $0.unlock() }
+    }
+
+    @inline(__always)
+    private static func storage() -> Unmanaged<_LockedStorage<State>> {
+        if let address = UnsafeRawPointer(bitPattern: storageBits.load(ordering: .acquiring)) {
+            // Unmanaged: published once with a +1 that is never given back.
+            return Unmanaged.fromOpaque(address)
+        }
+        return makeStorage()
+    }
+
+    @inline(never)
+    private static func makeStorage() -> Unmanaged<_LockedStorage<State>> {
+        // Unmanaged: the +1 that keeps the tables for the life of the process.
+        let candidate = Unmanaged.passRetained(_LockedStorage(State()))
+        let (exchanged, published) = storageBits.compareExchange(
+            expected: 0, desired: UInt(bitPattern: candidate.toOpaque()), ordering: .acquiringAndReleasing)
+        if exchanged { return candidate }
+        // Another thread published its tables first.
+        candidate.release()
+        // Unmanaged: that thread's +1, likewise never given back.
+        return Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: published)!)
+    }
+
+    // MARK: Registration fast path
+
+    /// What registration finds about a key path and a listener, in one
+    /// critical section; `nil` if the key path is not known to be exactly one
+    /// `@Observed` property.
+    ///
+    /// Results come back through the `inout` arguments as `Unmanaged` +1
+    /// references, which registration hands over to the new relation without
+    /// any further retain: the property's `channel` (created on its first
+    /// observation; `nil` inside `object`'s `deinit`) and what the tables
+    /// know of the listener (see ``State/lookUp(_:create:proxy:observerType:)``).
+    @inline(__always)
+    static func lookUp(
+        _ keyPath: AnyKeyPath, on object: AnyObject, listener: AnyObject, channel: inout Unmanaged<_Channel>?,
+        proxy: inout Unmanaged<_ListenerProxy>?, observerType: inout (any SafeObserver.Type)?
+    ) -> _ListenerLookup? {
+        withLock { state in
+            guard let field = state.keyPaths.field(for: keyPath) else { return nil }
+            channel = field.channelCreatingSentinel(in: object)
+            return state.lookUp(listener, create: true, proxy: &proxy, observerType: &observerType)
+        }
+    }
+}
+
+extension _Registry.State {
+    /// What the tables know of `listener`: with `.proxy` its proxy is in
+    /// `proxy` (+1, for the caller to take), with `.observer` its class's
+    /// conformance is in `observerType`.
+    ///
+    /// - Complexity: O(1) expected.
+    @inline(__always)
+    func lookUp(
+        _ listener: AnyObject, create: Bool, proxy: inout Unmanaged<_ListenerProxy>?,
+        observerType: inout (any SafeObserver.Type)?
+    ) -> _ListenerLookup {
+        switch listenerClasses.observerType(of: listener) {
+        case .none:
+            return .unknownClass
+        case .some(.some(let type)):
+            observerType = type
+            return .observer
+        case .some(.none):
+            proxy = proxies.existingProxy(of: listener, create: create)
+            return proxy == nil ? .noProxy : .proxy
+        }
+    }
+}
+
+/// What the registry's tables know of a listener.
+enum _ListenerLookup {
+    /// It has a proxy in the proxy table.
+    case proxy
+    /// Its class adopts ``SafeObserver``: the proxy is in its lifetime.
+    case observer
+    /// Its class does not adopt ``SafeObserver``, and it has no proxy yet.
+    case noProxy
+    /// Its class was not looked at yet (or was evicted from the cache).
+    case unknownClass
+}
