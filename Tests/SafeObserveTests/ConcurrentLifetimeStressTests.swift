@@ -31,7 +31,9 @@ struct ConcurrentLifetimeStressTests {
         runThreadsAndCheck(seed: seed, threads: threads, steps: steps, census: census)
         #expect(census.objects.liveCount == 0, "an observed object leaked")
         #expect(census.listeners.liveCount == 0, "a listener leaked")
-        #expect(census.captures.liveCount == 0, "a handler (and its captures) leaked")
+        // A parallel test's sweep may hold a dead listener's relation for a
+        // moment (then releases its handler on its own thread).
+        #expect(settles { census.captures.liveCount == 0 }, "a handler (and its captures) leaked")
     }
 
     private func runThreadsAndCheck(seed: UInt64, threads: Int, steps: Int, census: StressCensus) {

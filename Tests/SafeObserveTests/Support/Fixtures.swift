@@ -6,6 +6,22 @@ import Synchronization
     import Glibc
 #endif
 
+/// Waits up to `seconds` for `condition`, and returns it.
+///
+/// For leak checks after concurrent work: other tests run in parallel, and a
+/// sweep on one of their threads (the proxy table's amortized sweep, or
+/// `sweepAll`) may be ending one of our dead listener's relations at that very
+/// moment; the handler is then released moments later, on that thread (see
+/// the LifetimesAndTeardown article). Still a leak if it never happens.
+func settles(within seconds: Double = 5, _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
+    while !condition() {
+        guard ContinuousClock.now < deadline else { return false }
+        usleep(1_000)
+    }
+    return true
+}
+
 /// Counts live instances of the test fixtures (deinit counters for leak tests).
 final class LifetimeCounter: Sendable {
     private let live = Atomic<Int>(0)
