@@ -60,6 +60,7 @@ public final class ObserverLifetime: Sendable {
     ///
     /// - Complexity: O(1): one atomic load once created.
     @inline(__always)
+    // Unmanaged: a +1 on the proxy this lifetime owns, for the caller to take.
     func retainedProxy(for listener: AnyObject, create: Bool) -> Unmanaged<_ListenerProxy>? {
         guard let address = UnsafeRawPointer(bitPattern: proxyBits.load(ordering: .acquiring)) else {
             // Unmanaged: +1 for the caller.

@@ -53,6 +53,7 @@ struct _SentinelField {
         if let sentinelAddress = UnsafeRawPointer(bitPattern: UnsafeRawPointer(field).load(as: UInt.self)) {
             // Unmanaged: the sentinel borrowed as explained above; the channel +1.
             return Unmanaged<_Sentinel>.fromOpaque(sentinelAddress)._withUnsafeGuaranteedRef {
+                // Unmanaged: +1 on the channel, for the caller to take.
                 Unmanaged.passRetained($0.channel)
             }
         }

@@ -122,6 +122,7 @@ final class _ListenerProxy: Sendable {
     ///
     /// With `create: false`, nothing is ever allocated (safe inside `deinit`).
     static func of(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
+        // Unmanaged: +1 from `lookUp`, taken below.
         var proxy: Unmanaged<_ListenerProxy>?
         var observerType: (any SafeObserver.Type)?
         let found = _Registry.withLock { state in
@@ -137,7 +138,7 @@ final class _ListenerProxy: Sendable {
     /// +1 for the caller to take.
     static func retained(
         _ listener: AnyObject, create: Bool, found: _ListenerLookup, observerType: (any SafeObserver.Type)?
-    ) -> Unmanaged<_ListenerProxy>? {
+    ) -> Unmanaged<_ListenerProxy>? {  // Unmanaged: a +1 the caller takes or releases.
         switch found {
         case .proxy:
             preconditionFailure("SafeObserve: a proxy found in the table is taken by the caller")

@@ -44,6 +44,7 @@ enum _SafeObserveRegistration {
         // The common case first, exactly as if derived key paths did not
         // exist: a key path already known to be one @Observed property.
         var channel: Unmanaged<_Channel>?
+        // Unmanaged: +1 references from the registry, handed to `attach` or released.
         var proxy: Unmanaged<_ListenerProxy>?
         var observerType: (any SafeObserver.Type)?
         if let found = _Registry.lookUp(
@@ -89,6 +90,7 @@ enum _SafeObserveRegistration {
     /// property), taking over the +1 references the caller passes.
     private static func attach(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
+        // Unmanaged: +1 references the new relation takes over.
         to channel: Unmanaged<_Channel>, proxy: Unmanaged<_ListenerProxy>
     ) -> (token: ObservationToken, deliversInitial: Bool) {
         // Built before the proxy's lock is taken, and dropped on a dedupe hit.

@@ -53,6 +53,7 @@ enum _Registry {
     }
 
     @inline(__always)
+    // Unmanaged: the published tables, kept for the life of the process.
     private static func storage() -> Unmanaged<_LockedStorage<State>> {
         if let address = UnsafeRawPointer(bitPattern: storageBits.load(ordering: .acquiring)) {
             // Unmanaged: published once with a +1 that is never given back.
@@ -62,6 +63,7 @@ enum _Registry {
     }
 
     @inline(never)
+    // Unmanaged: returns the published tables, whose +1 is never given back.
     private static func makeStorage() -> Unmanaged<_LockedStorage<State>> {
         // Unmanaged: the +1 that keeps the tables for the life of the process.
         let candidate = Unmanaged.passRetained(_LockedStorage(State()))
@@ -87,7 +89,9 @@ enum _Registry {
     /// know of the listener (see ``State/lookUp(_:create:proxy:observerType:)``).
     @inline(__always)
     static func lookUp(
+        // Unmanaged: `channel` and `proxy` receive +1 references for the caller to take.
         _ keyPath: AnyKeyPath, on object: AnyObject, listener: AnyObject, channel: inout Unmanaged<_Channel>?,
+        // Unmanaged: as `channel`.
         proxy: inout Unmanaged<_ListenerProxy>?, observerType: inout (any SafeObserver.Type)?
     ) -> _ListenerLookup? {
         withLock { state in
@@ -106,6 +110,7 @@ extension _Registry.State {
     /// - Complexity: O(1) expected.
     @inline(__always)
     func lookUp(
+        // Unmanaged: `proxy` receives a +1 for the caller to take.
         _ listener: AnyObject, create: Bool, proxy: inout Unmanaged<_ListenerProxy>?,
         observerType: inout (any SafeObserver.Type)?
     ) -> _ListenerLookup {
