@@ -72,8 +72,15 @@ extension SafeObservable {
             self, keyPath: keyPath, listener: listener, options: options,
             deliver: _makeDeliver(options, changeHandler),
             types: (Self.self, Value.self, Listener.self),
-            read: { _ = self[keyPath: keyPath] },
-            derive: { _TypedDerivation(keyPath: keyPath) }
+            typed: { step in
+                switch step {
+                case .read:
+                    _ = self[keyPath: keyPath]
+                    return nil
+                case .makeDerivation:
+                    return _TypedDerivation(keyPath: keyPath)
+                }
+            }
         )
         if deliversInitial {
             let current = self[keyPath: keyPath]

@@ -6,14 +6,25 @@
 /// `AnyKeyPath` and so never looks up generic metadata.
 @usableFromInline
 enum _SafeObserveRegistration {
+    /// What `register`'s `typed` closure is asked to do.
+    @usableFromInline
+    enum _TypedStep {
+        /// Read the key path (its result is discarded).
+        case read
+        /// Return a new ``_TypedDerivation`` for the key path.
+        case makeDerivation
+    }
+
     /// Registers `listener` on `keyPath` of `object`.
     ///
     /// - Parameters:
     ///   - types: The root, value and listener types, for messages only.
-    ///   - read: Reads `keyPath` on `object`; called with a tracker installed
-    ///     unless the key path is known to be a single `@Observed` property
-    ///     (see ``_AccessTracker``).
-    ///   - derive: Makes the typed derivation a derived key path needs.
+    ///   - typed: The two steps that need the concrete types, in one closure
+    ///     so the single-property path passes nothing for derived key paths:
+    ///     `.read` reads `keyPath` on `object` (called with a tracker installed
+    ///     unless the key path is known to be a single `@Observed` property,
+    ///     see ``_AccessTracker``); `.makeDerivation` makes the typed
+    ///     derivation a derived key path needs.
     /// - Returns: The token, and whether the caller must deliver `.initial`
     ///   (a new, still active relation that asked for it).
     @usableFromInline
@@ -24,8 +35,7 @@ enum _SafeObserveRegistration {
         options: ObservationOptions,
         deliver: @escaping _Deliver,
         types: (root: Any.Type, value: Any.Type, listener: Any.Type),
-        read: () -> Void,
-        derive: () -> _Derivation
+        typed: (_TypedStep) -> _Derivation?
     ) -> (token: ObservationToken, deliversInitial: Bool) {
         var inert: (ObservationToken, Bool) { (ObservationToken(inertWith: options), false) }
         if _swift_isDeallocating(object) {
@@ -62,7 +72,7 @@ enum _SafeObserveRegistration {
             return attach(object, keyPath, options, deliver, to: channel, proxy: proxy)
         }
 
-        switch resolve(keyPath, on: object, types: types, read: read) {
+        switch resolve(keyPath, on: object, types: types, read: { _ = typed(.read) }) {
         case .invalid:
             return inert
 
@@ -73,17 +83,32 @@ enum _SafeObserveRegistration {
                 object, keyPath, options, deliver, to: .passRetained(channel), proxy: .passRetained(proxy))
 
         case .derived(let accesses):
-            guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
-            let derivation = derive()
-            let candidate = _DerivedRelation(
-                keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
-                derivation: derivation, deliver: deliver)
-            var existing: _Relation?
-            guard proxy.insert(candidate, existing: &existing) else { return inert }
-            if let existing { return (ObservationToken(existing), false) }
-            derivation.start(relation: candidate, root: object, accesses: accesses)
-            return (ObservationToken(candidate), options.contains(.initial) && candidate.isActive)
+            // Unwrapped: `.makeDerivation` always returns one.
+            let derivation = typed(.makeDerivation).unsafelyUnwrapped
+            return registerDerived(object, keyPath, listener, options, deliver, derivation, accesses)
         }
+    }
+
+    /// Registers `listener` on a derived key path (kept out of line, so the
+    /// single-property path above is laid out as if chains did not exist).
+    @inline(never)
+    private static func registerDerived(
+        _ object: AnyObject, _ keyPath: AnyKeyPath, _ listener: AnyObject, _ options: ObservationOptions,
+        _ deliver: @escaping _Deliver, _ derivation: _Derivation, _ accesses: [_Access]
+    ) -> (token: ObservationToken, deliversInitial: Bool) {
+        guard let proxy = _ListenerProxy.of(listener, create: true) else {
+            return (ObservationToken(inertWith: options), false)
+        }
+        let candidate = _DerivedRelation(
+            keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
+            derivation: derivation, deliver: deliver)
+        var existing: _Relation?
+        guard proxy.insert(candidate, existing: &existing) else {
+            return (ObservationToken(inertWith: options), false)
+        }
+        if let existing { return (ObservationToken(existing), false) }
+        derivation.start(relation: candidate, root: object, accesses: accesses)
+        return (ObservationToken(candidate), options.contains(.initial) && candidate.isActive)
     }
 
     /// Registers the listener of `proxy` on `channel` (a single `@Observed`

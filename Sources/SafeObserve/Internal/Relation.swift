@@ -47,9 +47,21 @@ class _Relation: @unchecked Sendable {
     // nonisolated(unsafe): read and written only inside `_Channel.state.withLock`.
     final nonisolated(unsafe) var slot = -1
 
-    init(
+    /// A relation on `channel`, one `@Observed` property.
+    convenience init(
         keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
-        channel: _Channel?, deliver: @escaping _Deliver
+        channel: _Channel, deliver: @escaping _Deliver
+    ) {
+        self.init(
+            keyPath: keyPath, objectID: objectID, options: options, proxy: proxy, channelOrNil: channel,
+            deliver: deliver)
+    }
+
+    /// `channelOrNil` is `nil` only for a ``_DerivedRelation``, which
+    /// ``detachFromObservedSide()`` relies on.
+    fileprivate init(
+        keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
+        channelOrNil channel: _Channel?, deliver: @escaping _Deliver
     ) {
         self.deliver = deliver
         self.options = options
@@ -91,9 +103,17 @@ class _Relation: @unchecked Sendable {
     }
 
     /// The observed side's half of ending (called once, by whoever ended the
-    /// relation, after its proxy forgot it): leaves the channel.
-    func detachFromObservedSide() {
-        channel?.remove(self)
+    /// relation, after its proxy forgot it): leaves the channel, or stops the
+    /// derivation of a derived key path.
+    ///
+    /// A branch rather than an override: a single property's relation ends
+    /// without a virtual call, so chains cost it nothing.
+    final func detachFromObservedSide() {
+        // Optional chaining borrows the channel; `if let` would retain it.
+        if channel?.remove(self) == nil {
+            // unsafeDowncast: only a `_DerivedRelation` is made without a channel.
+            unsafeDowncast(self, to: _DerivedRelation.self).stopDerivation()
+        }
     }
 }
 
@@ -109,11 +129,13 @@ final class _DerivedRelation: _Relation, @unchecked Sendable {
     ) {
         self.derivation = derivation
         super.init(
-            keyPath: keyPath, objectID: objectID, options: options, proxy: proxy, channel: nil, deliver: deliver)
+            keyPath: keyPath, objectID: objectID, options: options, proxy: proxy, channelOrNil: nil, deliver: deliver)
     }
 
-    /// Stops the derivation and its dependencies.
-    override func detachFromObservedSide() {
+    /// Stops the derivation and its dependencies (kept out of line: the cold
+    /// side of ``_Relation/detachFromObservedSide()``).
+    @inline(never)
+    func stopDerivation() {
         derivation.stop()
     }
 
