@@ -255,6 +255,38 @@ struct DerivedKeyPathTests {
         #expect(listener.log == ["1->2", "2->100", "100->101"])
     }
 
+    @Test func anOldValueCapturedForADependencyDroppedMidChange_isReleased_andNeverDelivered() {
+        // `person.child?.account` with `.old` captures the old account before
+        // each change of a dependency. Here a handler that runs first replaces
+        // the link while the change of `child.account` is being delivered, so
+        // the derivation drops that dependency before its own turn comes: the
+        // account it captured must be released then, not kept for as long as
+        // the relation lives, and must never be delivered as a later old value.
+        let accounts = LifetimeCounter()
+        let person = Person()
+        let firstChild = Person(account: Account(balance: 1, lifetime: accounts))
+        let secondChild = Person(account: Account(balance: 2))
+        person.child = firstChild
+        let earlier = Listener()
+        let shared = UncheckedSendable((person, secondChild))  // used on this thread only
+        firstChild.safeObserve(\.account, by: earlier) { _, _, _ in
+            shared.value.0.child = shared.value.1
+        }
+        let listener = Listener()
+        person.safeObserve(\.child?.account.balance, by: listener, options: [.old, .new]) { listener, _, change in
+            listener.record(describe(change))
+        }
+        person.safeObserve(\.child?.account, by: listener, options: [.old]) { _, _, _ in }
+        firstChild.account = Account(balance: 10)
+        #expect(listener.log == ["Optional(10)->Optional(2)"])
+        secondChild.account.balance = 3
+        #expect(listener.log == ["Optional(10)->Optional(2)", "Optional(2)->Optional(3)"])
+        firstChild.safeUnobserve(by: earlier)
+        person.child = nil
+        firstChild.account = Account()
+        #expect(accounts.liveCount == 0, "an old value captured for a dropped dependency leaked")
+    }
+
     @Test func unobservingInsideTheCallback_stopsEveryLaterDelivery() {
         let person = Person()
         let listener = Listener()

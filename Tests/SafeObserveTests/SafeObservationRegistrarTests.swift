@@ -37,6 +37,43 @@ private final class Thermostat: SafeObservable {
     }
 }
 
+/// A manual property holding an object, read through a computed property
+/// (so `\.latest` is a derived key path), whose mutation may throw.
+private final class Sensor: SafeObservable {
+    final class Reading: Sendable {
+        let value: Int
+        let lifetime: LifetimeCounter
+        init(_ value: Int, lifetime: LifetimeCounter) {
+            self.value = value
+            self.lifetime = lifetime
+            lifetime.didInit()
+        }
+        deinit { lifetime.didDeinit() }
+    }
+
+    struct Refused: Error {}
+
+    let registrar = SafeObservationRegistrar()
+    private var storedReading: Reading
+
+    init(_ reading: Reading) { storedReading = reading }
+
+    var reading: Reading {
+        registrar.access(self, keyPath: \.reading)
+        return storedReading
+    }
+
+    /// Derived: reads `reading`.
+    var latest: Reading { reading }
+
+    func replaceReading(with new: Reading, failing: Bool) throws {
+        try registrar.withMutation(of: self, keyPath: \.reading) {
+            if failing { throw Refused() }
+            storedReading = new
+        }
+    }
+}
+
 @Suite("Manual observation with SafeObservationRegistrar")
 struct SafeObservationRegistrarTests {
     @Test func manualPropertiesDeliverLikeObservedOnes() {
@@ -86,5 +123,25 @@ struct SafeObservationRegistrarTests {
         thermostat.safeUnobserve(\.celsius, by: listener)
         thermostat.celsius = 11
         #expect(log.entries == ["first"])
+    }
+
+    @Test func aThrowingMutation_releasesTheOldValueADerivedKeyPathCapturedForIt() throws {
+        let readings = LifetimeCounter()
+        let sensor = Sensor(Sensor.Reading(1, lifetime: readings))
+        let listener = Listener()
+        let log = EventLog()
+        sensor.safeObserve(\.latest, by: listener, options: [.old, .new, .prior]) { _, _, change in
+            let values = "\(change.oldValue?.value ?? 0)->\(change.newValue?.value ?? 0)"
+            log.record(values + (change.isPrior ? " prior" : ""))
+        }
+        // The prior phase captures reading 1 as the old value; the mutation
+        // then throws, so no change follows to collect it.
+        #expect(throws: Sensor.Refused.self) {
+            try sensor.replaceReading(with: Sensor.Reading(2, lifetime: readings), failing: true)
+        }
+        try sensor.replaceReading(with: Sensor.Reading(3, lifetime: readings), failing: false)
+        try sensor.replaceReading(with: Sensor.Reading(4, lifetime: readings), failing: false)
+        #expect(log.entries == ["1->0 prior", "1->0 prior", "1->3", "3->0 prior", "3->4"])
+        #expect(readings.liveCount == 1, "a replaced reading is kept alive by an abandoned old value")
     }
 }

@@ -6,6 +6,11 @@
 /// `_Mutex`; no user code runs while it is held (handlers run on a snapshot,
 /// after unlocking, and relations — whose release may release a handler and
 /// its captures — are dropped after unlocking too).
+/// The `change` a dependency's handler receives, with `isPrior`, when the
+/// change announced in the prior phase was abandoned (its mutation threw):
+/// an address no `ObservedChange` can have.
+var _abandonedChange: UnsafeRawPointer { UnsafeRawPointer(bitPattern: 1)! }
+
 @usableFromInline
 final class _Channel: Sendable {
     struct State {
@@ -64,6 +69,19 @@ final class _Channel: Sendable {
             }
         }
 
+        /// The mutation threw after the prior phase: no change follows it.
+        /// Derivations drop the old values they captured in that phase (so
+        /// none outlives the change it was for); nothing is delivered.
+        @inline(never)
+        @usableFromInline
+        func abandonPriorPhase(root: AnyObject) {
+            for case let relation? in relations
+            where relation.isDependency && relation.options.contains(.prior) && relation.isActive {
+                guard let derivation = probe.load(relation.listener) else { continue }
+                relation.deliver(derivation, root, _abandonedChange, true)
+            }
+        }
+
         /// Gives back the +1 on the observed object that the emission took.
         @inlinable
         func end(root: AnyObject) {
@@ -102,7 +120,11 @@ final class _Channel: Sendable {
                 emission.deliver(root: root, change: $0, isPrior: true)
             }
         }
+        // Folds away when `mutate` cannot throw (an `@Observed` setter).
+        var didMutate = false
+        defer { if !didMutate, emission.hasPrior { emission.abandonPriorPhase(root: root) } }
         let result = try mutate()
+        didMutate = true
         withUnsafePointer(to: ObservedChange(newValue: readNew(), oldValue: old)) {
             emission.deliver(root: root, change: $0, isPrior: false)
         }

@@ -13,8 +13,10 @@
 ///
 /// - Old values (`.old`, `.prior`): the dependencies are then registered with
 ///   `.prior`, and the key path is evaluated in that phase, before the store;
-///   the value waits on a per-thread stack for the change that follows (a
-///   handler may cause a nested change).
+///   the value waits, keyed by thread and dependency, for that dependency's
+///   change that follows (a handler may cause a nested change). A dependency
+///   dropped or torn down before its change arrives takes its waiting values
+///   with it, so a captured old value never outlives the change it was for.
 /// - Lifetimes: the user's relation owns the derivation; the derivation holds
 ///   the relation and the root object unretained, probing both. When a
 ///   dependency's object dies, its channel tells the derivation: if the root
@@ -34,9 +36,24 @@ class _Derivation: @unchecked Sendable {
         /// The dependency relations, one per channel. A key path reads a
         /// handful of properties: a list beats hashing.
         var dependencies: [_Relation] = []
-        /// Values captured before a change, per thread, most recent last.
-        var pendingOld: [(thread: UInt, value: Any)] = []
+        /// Values captured before a change, per thread and dependency channel,
+        /// most recent last.
+        var pendingOld: [(thread: UInt, channel: ObjectIdentifier, value: Any)] = []
         var isStopped = false
+
+        /// Removes the values waiting for a change of one of `dependencies`,
+        /// which no longer deliver (so would never collect them); the caller
+        /// releases them unlocked.
+        mutating func abandonPendingOld(of dependencies: [_Relation]) -> [Any] {
+            guard !pendingOld.isEmpty else { return [] }
+            var abandoned: [Any] = []
+            pendingOld.removeAll { entry in
+                let isAbandoned = dependencies.contains { $0.channel.map(ObjectIdentifier.init) == entry.channel }
+                if isAbandoned { abandoned.append(entry.value) }
+                return isAbandoned
+            }
+            return abandoned
+        }
     }
 
     /// The dependency relations' proxy (so that they end like any relation),
@@ -76,14 +93,16 @@ class _Derivation: @unchecked Sendable {
 
     /// Stops watching (the user's relation ended). Idempotent.
     func stop() {
-        let dependencies = state.withLock { state -> [_Relation] in
+        let released = state.withLock { state in
             state.isStopped = true
-            state.pendingOld = []
-            defer { state.dependencies = [] }
-            return state.dependencies
+            defer {
+                state.dependencies = []
+                state.pendingOld = []
+            }
+            return (state.dependencies, state.pendingOld)
         }
         proxy.removeAll(final: true)
-        _ = dependencies  // released unlocked
+        _ = released  // released unlocked: an old value may be an object whose deinit runs user code
     }
 
     /// Makes the dependencies exactly the properties in `accesses`.
@@ -95,8 +114,8 @@ class _Derivation: @unchecked Sendable {
         // The prior phase is only needed to capture old values.
         let dependencyOptions: ObservationOptions =
             options.contains(.old) || options.contains(.prior) ? [.prior, ._dependency] : ._dependency
-        let (dropped, added) = state.withLock { state -> ([_Relation], [_Relation]) in
-            guard !state.isStopped else { return ([], []) }
+        let (dropped, added, abandoned) = state.withLock { state -> ([_Relation], [_Relation], [Any]) in
+            guard !state.isStopped else { return ([], [], []) }
             let isSmall = accesses.count <= 8 && state.dependencies.count <= 8
             let wanted = isSmall ? [] : Set(accesses.lazy.map { ObjectIdentifier($0.channel) })
             var dropped: [_Relation] = []
@@ -108,6 +127,7 @@ class _Derivation: @unchecked Sendable {
                 if !stays { dropped.append(relation) }
                 return !stays
             }
+            let abandoned = dropped.isEmpty ? [] : state.abandonPendingOld(of: dropped)
             var bound = isSmall ? [] : Set(state.dependencies.lazy.compactMap { $0.channel.map(ObjectIdentifier.init) })
             var added: [_Relation] = []
             for access in accesses {
@@ -116,18 +136,28 @@ class _Derivation: @unchecked Sendable {
                 } else {
                     guard bound.insert(ObjectIdentifier(access.channel)).inserted else { continue }
                 }
+                // Captured strongly, like the relation's own reference to it (both
+                // let go when the relation is released); one reference is
+                // the closure's whole context, so nothing is allocated for it.
+                let channel = access.channel
                 let relation = _Relation(
                     keyPath: access.wrappedKeyPath, objectID: ObjectIdentifier(access.object),
                     options: dependencyOptions, proxy: proxy, channel: access.channel,
-                    deliver: { derivation, _, _, isPrior in
+                    deliver: { derivation, _, change, isPrior in
                         // unsafeDowncast: a dependency's listener is always its derivation.
-                        unsafeDowncast(derivation, to: _Derivation.self).dependencyChanged(isPrior: isPrior)
+                        let derivation = unsafeDowncast(derivation, to: _Derivation.self)
+                        if change == _abandonedChange {
+                            derivation.priorPhaseAbandoned(on: ObjectIdentifier(channel))
+                        } else {
+                            derivation.dependencyChanged(on: ObjectIdentifier(channel), isPrior: isPrior)
+                        }
                     })
                 state.dependencies.append(relation)
                 added.append(relation)
             }
-            return (dropped, added)
+            return (dropped, added, abandoned)
         }
+        _ = abandoned  // released unlocked
         for relation in dropped { relation.end() }
         for relation in added {
             // One dependency per channel: the proxy never holds an active one
@@ -172,14 +202,15 @@ class _Derivation: @unchecked Sendable {
         return (relation, root)
     }
 
-    /// A dependency changed: before the store (`isPrior`) or after it.
-    func dependencyChanged(isPrior: Bool) {
+    /// The dependency on `channel` changed: before the store (`isPrior`) or
+    /// after it.
+    func dependencyChanged(on channel: ObjectIdentifier, isPrior: Bool) {
         guard let (relation, root) = relationAndRoot() else { return }
         if isPrior {
             let old = evaluate(root)
             let thread = _currentThreadID()
             state.withLock { state in
-                if !state.isStopped { state.pendingOld.append((thread, old)) }
+                if !state.isStopped { state.pendingOld.append((thread, channel, old)) }
             }
             if relation.options.contains(.prior), let listener = relation.listener.load() {
                 deliver(relation, to: listener, root: root, new: nil, old: old, isPrior: true)
@@ -188,10 +219,23 @@ class _Derivation: @unchecked Sendable {
         }
         let thread = _currentThreadID()
         let old = state.withLock { state -> Any? in
-            guard let index = state.pendingOld.lastIndex(where: { $0.thread == thread }) else { return nil }
+            guard let index = state.pendingOld.lastIndex(where: { $0.thread == thread && $0.channel == channel })
+            else { return nil }
             return state.pendingOld.remove(at: index).value
         }
         refresh(relation: relation, root: root, old: old)
+    }
+
+    /// The change of the dependency on `channel` announced in the prior phase
+    /// was abandoned (its mutation threw): drops the old value captured for it.
+    func priorPhaseAbandoned(on channel: ObjectIdentifier) {
+        let thread = _currentThreadID()
+        let old = state.withLock { state -> Any? in
+            guard let index = state.pendingOld.lastIndex(where: { $0.thread == thread && $0.channel == channel })
+            else { return nil }
+            return state.pendingOld.remove(at: index).value
+        }
+        _ = old  // released unlocked
     }
 
     /// A dependency's object died (its channel was torn down, inside that
@@ -203,9 +247,10 @@ class _Derivation: @unchecked Sendable {
     /// evaluates the key path again.)
     func dependencyTornDown(_ dependency: _Relation) {
         guard relationAndRoot() != nil else { return }
-        let forgotten = state.withLock { state -> _Relation? in
+        let forgotten = state.withLock { state -> (_Relation, [Any])? in
             guard let index = state.dependencies.firstIndex(where: { $0 === dependency }) else { return nil }
-            return state.dependencies.remove(at: index)
+            let relation = state.dependencies.remove(at: index)
+            return (relation, state.abandonPendingOld(of: [relation]))
         }
         _ = forgotten  // released unlocked
     }
