@@ -34,7 +34,8 @@ public enum SafeObservation {
     /// The active relations on `object`, property by property, in
     /// registration order — derived key paths rooted at `object`
     /// (`\.account.balance`, `\.fullName`) included when they read one of
-    /// its `@Observed` properties.
+    /// its `@Observed` properties, each listed once, with the first of those
+    /// properties it currently depends on.
     ///
     /// Relations of a dead listener stay listed until they are cleaned up;
     /// ``ObservationToken/listener`` is `nil` for those.

@@ -1,7 +1,11 @@
 import SafeObserve
 
 /// One step of a model-based run over a small world of observed objects and
-/// listeners, addressed by slot (`objectSlots` × `propertyCount` × `listenerSlots`).
+/// listeners, addressed by slot (`objectSlots` × `keyPathCount` × `listenerSlots`).
+///
+/// Objects link to each other (`link`, a strong `@Observed` reference), so
+/// key paths 2…5 are derived: a computed property, optional chains of depth
+/// two and three, and a computed property whose branch reads through a link.
 ///
 /// A step that names an empty slot does nothing, so any sequence is valid and
 /// a failing one can be shrunk by dropping steps.
@@ -10,7 +14,7 @@ public enum ModelOperation: Hashable, Sendable, CustomStringConvertible {
     case makeObject(slot: Int, mutatesInDeinit: Bool)
     /// Puts a new listener of some kind in a slot.
     case makeListener(slot: Int, kind: ListenerKind)
-    /// Observes a property; the handler runs `reaction` on each change it
+    /// Observes a key path (`keyPathCount` of them); the handler runs `reaction` on each change it
     /// receives (not on `.initial`), while fewer than `maxHandlerDepth`
     /// handlers are on the stack.
     indirect case observe(listener: Int, object: Int, property: Int, options: UInt8, reaction: ModelOperation?)
@@ -22,8 +26,14 @@ public enum ModelOperation: Hashable, Sendable, CustomStringConvertible {
     case removeAll(listener: Int)
     /// Invalidates the token of the relation made `relation` (modulo the count) observations ago.
     case invalidate(relation: Int)
-    /// Sets a property to the next value of the world's counter.
+    /// Sets a property (`first` or `second`) to the next value of the world's counter.
     case mutate(object: Int, property: Int)
+    /// Sets an object's `link` to the object in slot `target`, or to `nil`
+    /// (an empty slot or a `nil` target).
+    case setLink(object: Int, target: Int?)
+    /// Sets every live object's `link` to `nil`, in creation order (the
+    /// final teardown: a cycle of links would otherwise outlive the world).
+    case unlinkAll
     /// Drops the world's reference to a listener.
     case releaseListener(slot: Int)
     /// Drops the world's reference to an observed object.
@@ -33,14 +43,21 @@ public enum ModelOperation: Hashable, Sendable, CustomStringConvertible {
     public static let objectSlots = 3
     /// The number of listener slots (L0, L1, …).
     public static let listenerSlots = 3
-    /// The `@Observed` properties of each object: `first` and `second`.
+    /// The mutable `@Observed` `Int` properties of each object: `first` and `second`.
     public static let propertyCount = 2
+    /// The observable key paths: `\.first`, `\.second`, `\.sum`,
+    /// `\.link?.first`, `\.link?.link?.second`, `\.pick`.
+    public static let keyPathCount = 6
+    /// What a handler records for an optional chain's `nil`.
+    public static let nilValue = Int.min
     /// Handlers on the stack beyond which a handler no longer reacts.
     public static let maxHandlerDepth = 2
 
     /// Swift-like, for reproductions.
     public var description: String {
-        func property(_ index: Int) -> String { index == 0 ? "\\.first" : "\\.second" }
+        func property(_ index: Int) -> String {
+            ["\\.first", "\\.second", "\\.sum", "\\.link?.first", "\\.link?.link?.second", "\\.pick"][index]
+        }
         switch self {
         case .makeObject(let slot, let mutates):
             return "makeObject(O\(slot)\(mutates ? ", mutatesInDeinit" : ""))"
@@ -60,6 +77,10 @@ public enum ModelOperation: Hashable, Sendable, CustomStringConvertible {
             return "invalidate(relation #\(relation))"
         case .mutate(let object, let prop):
             return "mutate(O\(object)\(property(prop)))"
+        case .setLink(let object, let target):
+            return "link(O\(object), to: \(target.map { "O\($0)" } ?? "nil"))"
+        case .unlinkAll:
+            return "unlinkAll"
         case .releaseListener(let slot):
             return "release(L\(slot))"
         case .releaseObject(let slot):
@@ -130,7 +151,7 @@ extension ModelOperation {
     public static func generate(from entropy: inout some ModelEntropy, reactions: Bool = true) -> ModelOperation {
         let object = entropy.next(objectSlots)
         let listener = entropy.next(listenerSlots)
-        let property = entropy.next(propertyCount)
+        let keyPath = entropy.next(keyPathCount)
         // Weights out of 32: slots refill three times as often as they empty,
         // so most steps find both sides alive.
         switch entropy.next(32) {
@@ -142,17 +163,20 @@ extension ModelOperation {
             let options = UInt8(entropy.next(16))
             let reaction = reactions && entropy.next(3) == 0 ? generate(from: &entropy, reactions: false) : nil
             return .observe(
-                listener: listener, object: object, property: property, options: options, reaction: reaction)
+                listener: listener, object: object, property: keyPath, options: options, reaction: reaction)
         case 15..<17:
-            return .unobserveKeyPath(listener: listener, object: object, property: property)
+            return .unobserveKeyPath(listener: listener, object: object, property: keyPath)
         case 17:
             return .unobserveListener(listener: listener, object: object)
         case 18:
             return .removeAll(listener: listener)
         case 19..<21:
             return .invalidate(relation: entropy.next(256))
-        case 21..<30:
-            return .mutate(object: object, property: property)
+        case 21..<27:
+            return .mutate(object: object, property: keyPath % propertyCount)
+        case 27..<30:
+            let target = entropy.next(objectSlots + 1)
+            return .setLink(object: object, target: target < objectSlots ? target : nil)
         case 30:
             return .releaseListener(slot: listener)
         default:

@@ -33,6 +33,8 @@ final class ModelCensus: Sendable {
 final class ModelObject: SafeObservable {
     @Observed var first: Int
     @Observed var second: Int
+    /// Strong: a linked object lives as long as something links to it.
+    @Observed var link: ModelObject?
     let serial: Int
     let mutatesInDeinit: Bool
     let census: ModelCensus
@@ -53,9 +55,40 @@ final class ModelObject: SafeObservable {
         _ = census.deadObjects.withLock { $0.insert(serial) }
     }
 
-    static func keyPath(_ property: Int) -> KeyPath<ModelObject, Int> {
-        property == 0 ? \.first : \.second
+    /// Computed from two properties.
+    var sum: Int { first + second }
+    /// Computed with a branch: an even `first`, or else the linked object's
+    /// `second` (-1 without a link).
+    var pick: Int { first % 2 == 0 ? first : (link?.second ?? -1) }
+
+    /// Key path `index` of `ModelOperation.keyPathCount`, with its value type.
+    enum TypedKeyPath {
+        case plain(KeyPath<ModelObject, Int>)
+        case optional(KeyPath<ModelObject, Int?>)
     }
+
+    static func keyPath(_ index: Int) -> TypedKeyPath {
+        switch index {
+        case 0: .plain(\.first)
+        case 1: .plain(\.second)
+        case 2: .plain(\.sum)
+        case 3: .optional(\.link?.first)
+        case 4: .optional(\.link?.link?.second)
+        default: .plain(\.pick)
+        }
+    }
+
+    static func anyKeyPath(_ index: Int) -> AnyKeyPath {
+        switch keyPath(index) {
+        case .plain(let keyPath): keyPath
+        case .optional(let keyPath): keyPath
+        }
+    }
+}
+
+/// A weak reference to an object of the world, by serial.
+struct WeakObject {
+    weak var object: ModelObject?
 }
 
 class ModelListener {
@@ -103,6 +136,8 @@ public final class ModelWorld: @unchecked Sendable {
     // @unchecked Sendable: a model run is single-threaded; handlers capture the
     // world only to record on the thread that is running the sequence.
     var objects: [ModelObject?] = Array(repeating: nil, count: ModelOperation.objectSlots)
+    /// Every object ever made, by serial, weakly (to unlink the ones only links keep).
+    var everyObject: [Int: WeakObject] = [:]
     var listeners: [ModelListener?] = Array(repeating: nil, count: ModelOperation.listenerSlots)
     /// The token of each relation, in the order the relations were made.
     var tokens: [ObservationToken] = []
@@ -123,8 +158,10 @@ public final class ModelWorld: @unchecked Sendable {
             let values = (nextValue, nextValue + 1)
             nextValue += 2
             nextSerial += 1
-            objects[slot] = ModelObject(
+            let object = ModelObject(
                 serial: nextSerial, values: values, mutatesInDeinit: mutatesInDeinit, census: census)
+            everyObject[nextSerial] = WeakObject(object: object)
+            objects[slot] = object
         case .makeListener(let slot, let kind):
             nextSerial += 1
             switch kind {
@@ -137,11 +174,25 @@ public final class ModelWorld: @unchecked Sendable {
             let handler = nextHandler
             nextHandler += 1
             let capture = ModelCapture(handler: handler, census: census)
-            let token = object.safeObserve(
-                ModelObject.keyPath(property), by: listener, options: ObservationOptions(rawValue: options)
-            ) { [self] listener, object, change in
-                withExtendedLifetime(capture) {}
-                received(handler: handler, listener: listener, object: object, change: change, reaction: reaction)
+            let options = ObservationOptions(rawValue: options)
+            let token: ObservationToken
+            switch ModelObject.keyPath(property) {
+            case .plain(let keyPath):
+                token = object.safeObserve(keyPath, by: listener, options: options) { [self] listener, object, change in
+                    withExtendedLifetime(capture) {}
+                    received(
+                        handler: handler, listener: listener, object: object, new: change.newValue,
+                        old: change.oldValue, change: change, reaction: reaction)
+                }
+            case .optional(let keyPath):
+                token = object.safeObserve(keyPath, by: listener, options: options) { [self] listener, object, change in
+                    withExtendedLifetime(capture) {}
+                    let nilValue = ModelOperation.nilValue
+                    received(
+                        handler: handler, listener: listener, object: object,
+                        new: change.newValue.map { $0 ?? nilValue }, old: change.oldValue.map { $0 ?? nilValue },
+                        change: change, reaction: reaction)
+                }
             }
             if let relation = relationOfToken[token] {
                 events.append(.observed(relation: relation))
@@ -152,7 +203,10 @@ public final class ModelWorld: @unchecked Sendable {
             }
         case .unobserveKeyPath(let listenerSlot, let objectSlot, let property):
             guard let listener = listeners[listenerSlot], let object = objects[objectSlot] else { return }
-            object.safeUnobserve(ModelObject.keyPath(property), by: listener)
+            switch ModelObject.keyPath(property) {
+            case .plain(let keyPath): object.safeUnobserve(keyPath, by: listener)
+            case .optional(let keyPath): object.safeUnobserve(keyPath, by: listener)
+            }
         case .unobserveListener(let listenerSlot, let objectSlot):
             guard let listener = listeners[listenerSlot], let object = objects[objectSlot] else { return }
             object.safeUnobserve(by: listener)
@@ -168,6 +222,15 @@ public final class ModelWorld: @unchecked Sendable {
             let value = nextValue
             nextValue += 1
             if property == 0 { object.first = value } else { object.second = value }
+        case .setLink(let objectSlot, let target):
+            guard let object = objects[objectSlot] else { return }
+            object.link = target.flatMap { objects[$0] }
+        case .unlinkAll:
+            for serial in everyObject.keys.sorted() {
+                // Held here for the whole mutation, as above.
+                guard let object = everyObject[serial]?.object else { continue }
+                object.link = nil
+            }
         case .releaseListener(let slot):
             listeners[slot] = nil
         case .releaseObject(let slot):
@@ -175,17 +238,17 @@ public final class ModelWorld: @unchecked Sendable {
         }
     }
 
-    private func received(
-        handler: Int, listener: ModelListener, object: ModelObject, change: ObservedChange<Int>,
-        reaction: ModelOperation?
+    private func received<Value>(
+        handler: Int, listener: ModelListener, object: ModelObject, new: Int?, old: Int?,
+        change: ObservedChange<Value>, reaction: ModelOperation?
     ) {
         if listener.isDying.load(ordering: .acquiring) {
             census.callsToTheDead.withLock { $0.append(handler) }
         }
         events.append(
             .delivery(
-                handler: handler, listener: listener.serial, object: object.serial, new: change.newValue,
-                old: change.oldValue, isPrior: change.isPrior, isInitial: change.isInitial))
+                handler: handler, listener: listener.serial, object: object.serial, new: new,
+                old: old, isPrior: change.isPrior, isInitial: change.isInitial))
         guard let reaction, !change.isInitial, depth < ModelOperation.maxHandlerDepth else { return }
         depth += 1
         perform(reaction)

@@ -1,6 +1,13 @@
 /// The reference model: a few arrays that say which relations are live and
 /// which deliveries must happen, written from the documented semantics and
 /// independent of how the library stores anything.
+///
+/// Derived key paths (2…5) follow the DocC article "Observing chains and
+/// computed properties": a relation depends on the properties its key path's
+/// last evaluation read; each change of one of them evaluates the key path
+/// again (in the change's prior phase too, for the old value, when the
+/// relation asks for `.old` or `.prior`), re-binds to what was read, and
+/// delivers.
 public struct ReferenceModel {
     struct Entity {
         var isHeld = true  // the world's slot still references it
@@ -8,6 +15,24 @@ public struct ReferenceModel {
         var isAlive = true
         var endsRelationsInDeinit = false  // a SafeObserver, or removeAll in deinit
         var values = [0, 0]
+        /// Objects only: the linked object, and how many live objects link here.
+        var link: Int?
+        var linkedBy = 0
+    }
+
+    /// One observable property of one object: 0 `first`, 1 `second`, 2 `link`.
+    struct Channel: Hashable {
+        let object: Int
+        let property: Int
+    }
+
+    /// A place in a channel's relation list, in the order they were added: a
+    /// single-property relation, or one dependency of a derived relation.
+    struct Entry {
+        let relation: Int
+        let channel: Channel
+        let isDependency: Bool
+        var isEnded = false
     }
 
     struct Relation {
@@ -21,6 +46,15 @@ public struct ReferenceModel {
         /// A plain listener died; the relation ends when a change next reaches it,
         /// when its object dies, or by the library's amortized sweep.
         var isListenerGone = false
+        /// Derived only: the dependency entries, in the order they were bound.
+        var dependencies: [Int] = []
+        /// Derived only: old values evaluated in a prior phase, waiting for
+        /// the change of that channel, most recent last.
+        var pendingOld: [(channel: Channel, value: Int)] = []
+
+        var isDerived: Bool { property >= ModelOperation.propertyCount }
+        /// Whether a derived relation's dependencies get the prior phase.
+        var capturesOld: Bool { options & (2 | 8) != 0 }
     }
 
     var objects: [Int: Entity] = [:]
@@ -28,6 +62,8 @@ public struct ReferenceModel {
     var objectSlots: [Int?] = Array(repeating: nil, count: ModelOperation.objectSlots)
     var listenerSlots: [Int?] = Array(repeating: nil, count: ModelOperation.listenerSlots)
     var relations: [Relation] = []
+    var entries: [Entry] = []
+    var channelLists: [Channel: [Int]] = [:]
     /// Handlers given to a dedupe hit: never stored.
     var discardedHandlers: [Int] = []
     var events: [ModelEvent] = []
@@ -56,24 +92,7 @@ public struct ReferenceModel {
             if let previous { releaseListener(previous) }
         case .observe(let listenerSlot, let objectSlot, let property, let options, let reaction):
             guard let listener = listenerSlots[listenerSlot], let object = objectSlots[objectSlot] else { return }
-            let handler = nextHandler
-            nextHandler += 1
-            if let existing = relations.firstIndex(where: {
-                !$0.isEnded && $0.listener == listener && $0.object == object && $0.property == property
-            }) {
-                discardedHandlers.append(handler)
-                events.append(.observed(relation: existing))
-                return
-            }
-            relations.append(
-                Relation(
-                    handler: handler, listener: listener, object: object, property: property,
-                    options: options, reaction: reaction))
-            if options & 4 != 0 {  // .initial
-                deliver(
-                    relations.count - 1, new: objects[object]!.values[property], old: nil, prior: false, initial: true)
-            }
-            events.append(.observed(relation: relations.count - 1))
+            observe(listener, object, property, options, reaction)
         case .unobserveKeyPath(let listenerSlot, let objectSlot, let property):
             guard let listener = listenerSlots[listenerSlot], let object = objectSlots[objectSlot] else { return }
             end { $0.listener == listener && $0.object == object && $0.property == property }
@@ -85,10 +104,19 @@ public struct ReferenceModel {
             end { $0.listener == listener }
         case .invalidate(let relation):
             guard !relations.isEmpty else { return }
-            relations[relation % relations.count].isEnded = true
+            endRelation(relation % relations.count)
         case .mutate(let objectSlot, let property):
             guard let object = objectSlots[objectSlot] else { return }
-            mutate(object, property)
+            let value = nextValue
+            nextValue += 1
+            change(object, property, to: value)
+        case .setLink(let objectSlot, let target):
+            guard let object = objectSlots[objectSlot] else { return }
+            change(object, 2, to: target.flatMap { objectSlots[$0] })
+        case .unlinkAll:
+            for object in objects.keys.sorted() where objects[object]!.isAlive {
+                change(object, 2, to: nil)
+            }
         case .releaseListener(let slot):
             guard let listener = listenerSlots[slot] else { return }
             listenerSlots[slot] = nil
@@ -100,27 +128,151 @@ public struct ReferenceModel {
         }
     }
 
-    private mutating func end(where predicate: (Relation) -> Bool) {
-        for index in relations.indices where !relations[index].isEnded && predicate(relations[index]) {
-            relations[index].isEnded = true
+    // MARK: Key paths
+
+    /// The value of key path `keyPath` on `root`, and the properties reading
+    /// it reads, in order (as the key path's getters run).
+    func evaluate(_ root: Int, _ keyPath: Int) -> (value: Int, reads: [Channel]) {
+        var reads: [Channel] = []
+        func read(_ object: Int, _ property: Int) -> Int {
+            reads.append(Channel(object: object, property: property))
+            return objects[object]!.values[property]
+        }
+        func link(of object: Int) -> Int? {
+            reads.append(Channel(object: object, property: 2))
+            return objects[object]!.link
+        }
+        let value: Int
+        switch keyPath {
+        case 0: value = read(root, 0)
+        case 1: value = read(root, 1)
+        case 2: value = read(root, 0) + read(root, 1)  // \.sum
+        case 3: value = link(of: root).map { read($0, 0) } ?? ModelOperation.nilValue  // \.link?.first
+        case 4: value = link(of: root).flatMap { link(of: $0) }.map { read($0, 1) } ?? ModelOperation.nilValue
+        default:  // \.pick
+            let first = read(root, 0)
+            value = first % 2 == 0 ? first : (link(of: root).map { read($0, 1) } ?? -1)
+        }
+        return (value, reads)
+    }
+
+    private mutating func observe(
+        _ listener: Int, _ object: Int, _ property: Int, _ options: UInt8, _ reaction: ModelOperation?
+    ) {
+        let handler = nextHandler
+        nextHandler += 1
+        if let existing = relations.firstIndex(where: {
+            !$0.isEnded && $0.listener == listener && $0.object == object && $0.property == property
+        }) {
+            discardedHandlers.append(handler)
+            events.append(.observed(relation: existing))
+            return
+        }
+        relations.append(
+            Relation(
+                handler: handler, listener: listener, object: object, property: property,
+                options: options, reaction: reaction))
+        let index = relations.count - 1
+        let (value, reads) = evaluate(object, property)
+        if relations[index].isDerived {
+            rebind(index, to: reads)
+        } else {
+            addEntry(relation: index, channel: Channel(object: object, property: property), isDependency: false)
+        }
+        if options & 4 != 0 {  // .initial
+            deliver(index, new: value, old: nil, prior: false, initial: true)
+        }
+        events.append(.observed(relation: index))
+    }
+
+    // MARK: Relations
+
+    @discardableResult
+    private mutating func addEntry(relation: Int, channel: Channel, isDependency: Bool) -> Int {
+        entries.append(Entry(relation: relation, channel: channel, isDependency: isDependency))
+        channelLists[channel, default: []].append(entries.count - 1)
+        return entries.count - 1
+    }
+
+    /// Makes a derived relation's dependencies exactly `reads`: drops the
+    /// others (with the old values waiting for them), binds the new ones after
+    /// every relation already on their channels.
+    private mutating func rebind(_ index: Int, to reads: [Channel]) {
+        guard !relations[index].isEnded else { return }
+        for entry in relations[index].dependencies where !reads.contains(entries[entry].channel) {
+            forget(entry)
+        }
+        for channel in reads
+        where !relations[index].dependencies.contains(where: { entries[$0].channel == channel }) {
+            relations[index].dependencies.append(addEntry(relation: index, channel: channel, isDependency: true))
         }
     }
 
-    /// A set: delivered to the relations live when it starts (prior, store, change).
-    private mutating func mutate(_ object: Int, _ property: Int) {
-        let value = nextValue
-        nextValue += 1
+    /// A dependency no longer delivers: it was dropped, or its object died.
+    private mutating func forget(_ entry: Int) {
+        let index = entries[entry].relation
+        let channel = entries[entry].channel
+        entries[entry].isEnded = true
+        relations[index].dependencies.removeAll { $0 == entry }
+        relations[index].pendingOld.removeAll { $0.channel == channel }
+    }
+
+    private mutating func endRelation(_ index: Int) {
+        relations[index].isEnded = true
+        for entry in relations[index].dependencies {
+            entries[entry].isEnded = true
+        }
+        relations[index].dependencies = []
+        relations[index].pendingOld = []
+    }
+
+    private mutating func end(where predicate: (Relation) -> Bool) {
+        for index in relations.indices where !relations[index].isEnded && predicate(relations[index]) {
+            endRelation(index)
+        }
+    }
+
+    // MARK: Changes
+
+    /// A set: delivered to the entries on the property's channel when it
+    /// starts (prior, store, change), in the order they were added.
+    private mutating func change(_ object: Int, _ property: Int, to value: Int?) {
         objects[object]!.pins += 1
-        let old = objects[object]!.values[property]
-        let snapshot = relations.indices.filter {
-            !relations[$0].isEnded && relations[$0].object == object && relations[$0].property == property
+        // A new link is the setter's argument: held until the setter returns.
+        let newLink = property == 2 ? value : nil
+        if let newLink { objects[newLink]!.pins += 1 }
+        let channel = Channel(object: object, property: property)
+        let snapshot = channelLists[channel] ?? []
+        let old = property < 2 ? objects[object]!.values[property] : 0  // single relations: `first`/`second` only
+        for entry in snapshot {
+            let index = entries[entry].relation
+            if entries[entry].isDependency {
+                if relations[index].capturesOld { dependencyChanged(entry, isPrior: true) }
+            } else if relations[index].options & 8 != 0 {  // .prior
+                reach(index, new: nil, old: old, prior: true)
+            }
         }
-        for index in snapshot where relations[index].options & 8 != 0 {  // .prior
-            reach(index, new: nil, old: old, prior: true)
+        if property < 2 {
+            objects[object]!.values[property] = value!
+        } else {
+            let previous = objects[object]!.link
+            objects[object]!.link = value
+            if let value { objects[value]!.linkedBy += 1 }
+            if let previous {
+                objects[previous]!.linkedBy -= 1
+                releaseObject(previous, unpinning: true)
+            }
         }
-        objects[object]!.values[property] = value
-        for index in snapshot {
-            reach(index, new: value, old: old, prior: false)
+        for entry in snapshot {
+            if entries[entry].isDependency {
+                dependencyChanged(entry, isPrior: false)
+            } else {
+                reach(entries[entry].relation, new: value, old: old, prior: false)
+            }
+        }
+        if let newLink {
+            objects[newLink]!.pins -= 1
+            releaseObject(newLink, unpinning: true)
         }
         objects[object]!.pins -= 1
         releaseObject(object, unpinning: true)
@@ -131,13 +283,55 @@ public struct ReferenceModel {
     private mutating func reach(_ index: Int, new: Int?, old: Int, prior: Bool) {
         guard !relations[index].isEnded else { return }
         guard listeners[relations[index].listener]!.isAlive else {
-            relations[index].isEnded = true
+            endRelation(index)
             return
         }
         let options = relations[index].options
         deliver(
             index, new: options & 1 != 0 && !prior ? new : nil, old: options & 2 != 0 ? old : nil, prior: prior,
             initial: false)
+    }
+
+    /// A change reaching a dependency: the prior phase evaluates the old
+    /// value (and delivers `.prior`); the change evaluates the key path,
+    /// re-binds, and delivers. The root is held meanwhile.
+    private mutating func dependencyChanged(_ entry: Int, isPrior: Bool) {
+        let index = entries[entry].relation
+        guard !entries[entry].isEnded, !relations[index].isEnded else { return }
+        let root = relations[index].object
+        guard objects[root]!.isAlive else {
+            endRelation(index)
+            return
+        }
+        objects[root]!.pins += 1
+        let options = relations[index].options
+        let listenerIsAlive = listeners[relations[index].listener]!.isAlive
+        if isPrior {
+            let old = evaluate(root, relations[index].property).value
+            relations[index].pendingOld.append((entries[entry].channel, old))
+            if options & 8 != 0, listenerIsAlive {
+                deliver(index, new: nil, old: options & 2 != 0 ? old : nil, prior: true, initial: false)
+            }
+        } else {
+            let channel = entries[entry].channel
+            var old: Int?
+            if let waiting = relations[index].pendingOld.lastIndex(where: { $0.channel == channel }) {
+                old = relations[index].pendingOld.remove(at: waiting).value
+            }
+            let (value, reads) = evaluate(root, relations[index].property)
+            rebind(index, to: reads)
+            if !relations[index].isEnded {
+                if listenerIsAlive {
+                    deliver(
+                        index, new: options & 1 != 0 ? value : nil, old: options & 2 != 0 ? old : nil, prior: false,
+                        initial: false)
+                } else {
+                    endRelation(index)
+                }
+            }
+        }
+        objects[root]!.pins -= 1
+        releaseObject(root, unpinning: true)
     }
 
     private mutating func deliver(_ index: Int, new: Int?, old: Int?, prior: Bool, initial: Bool) {
@@ -156,12 +350,27 @@ public struct ReferenceModel {
         releaseListener(relation.listener, unpinning: true)
     }
 
-    /// The world dropped its reference (or a pin was dropped): dies when nothing holds it.
+    // MARK: Lifetimes
+
+    /// The world dropped its reference (or a pin or a link was dropped): dies
+    /// when nothing holds it, ending the relations rooted at it, forgetting
+    /// the dependencies on it, and letting go of its link.
     private mutating func releaseObject(_ object: Int, unpinning: Bool = false) {
         if !unpinning { objects[object]!.isHeld = false }
-        guard let entity = objects[object], entity.isAlive, !entity.isHeld, entity.pins == 0 else { return }
+        guard let entity = objects[object], entity.isAlive, !entity.isHeld, entity.pins == 0, entity.linkedBy == 0
+        else { return }
         objects[object]!.isAlive = false
         end { $0.object == object }
+        for property in 0..<3 {
+            for entry in channelLists[Channel(object: object, property: property)] ?? []
+            where entries[entry].isDependency && !entries[entry].isEnded {
+                forget(entry)
+            }
+        }
+        if let link = entity.link {
+            objects[link]!.linkedBy -= 1
+            releaseObject(link, unpinning: true)
+        }
     }
 
     private mutating func releaseListener(_ listener: Int, unpinning: Bool = false) {
@@ -170,7 +379,7 @@ public struct ReferenceModel {
         listeners[listener]!.isAlive = false
         for index in relations.indices where !relations[index].isEnded && relations[index].listener == listener {
             if entity.endsRelationsInDeinit {
-                relations[index].isEnded = true
+                endRelation(index)
             } else {
                 relations[index].isListenerGone = true
             }

@@ -13,6 +13,9 @@ import Testing
 /// with every option combination and dedupe hits, the three removals, token
 /// invalidation, mutation, the death of either side, and all of these again
 /// from inside handlers) checked after every step against `ReferenceModel`.
+/// Objects link to each other (cycles included), and half the observable key
+/// paths are derived: a computed property, optional chains of depth two and
+/// three, and a computed property whose branch reads through a link.
 ///
 /// A failure prints its seed and a shrunk reproduction.
 /// `SAFEOBSERVE_MODEL_SEQUENCES=N` runs N sequences per test instead of the

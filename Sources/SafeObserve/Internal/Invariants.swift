@@ -40,7 +40,9 @@ extension SafeObservation {
         /// relation whose listener is alive. (A dead plain listener's
         /// relations may be in the middle of being swept by another thread —
         /// ended and gone from the proxy, not yet from the channel — so they
-        /// are only checked for slots and counts.)
+        /// are only checked for slots and counts. So are the dependencies of
+        /// a derived relation whose listener died: the sweep ending that
+        /// relation ends them too.)
         func _checkInvariants() {
             let relations = state.withLock { state -> ContiguousArray<_Relation?> in
                 if state.isTornDown {
@@ -61,11 +63,26 @@ extension SafeObservation {
                 precondition(state.relations.last.map { $0 != nil } ?? true, "_Channel: trailing ended slots kept")
                 return state.relations
             }
-            for case let relation? in relations where !relation.listener.isGone {
+            for case let relation? in relations where !relation._isOfDeadListener {
                 precondition(relation.isActive, "_Channel: an ended relation of a live listener is still listed")
                 precondition(
                     relation.proxy._holds(relation), "_Channel: a listed relation is missing from its listener's proxy")
             }
+        }
+    }
+
+    extension _Relation {
+        /// Whether the listener died — for a dependency, the listener of the
+        /// derived relation it serves (or that relation is gone).
+        var _isOfDeadListener: Bool {
+            if listener.isGone { return true }
+            guard isDependency else { return false }
+            // unsafeDowncast: a dependency's listener is always its derivation.
+            guard let derivation = listener.load().map({ unsafeDowncast($0, to: _Derivation.self) }),
+                let served = derivation.state.withLock({ $0.relation })?.load()
+            else { return true }
+            // unsafeDowncast: `state.relation` is only ever made from a `_Relation`.
+            return unsafeDowncast(served, to: _Relation.self).listener.isGone
         }
     }
 
