@@ -66,6 +66,22 @@ final class Portfolio: SafeObservable {
     var total: Int { accounts[window].reduce(0) { $0 + $1.balance } }
 }
 
+/// Every active relation on `object`'s properties, the internal dependencies
+/// of derived key paths included (`relations(of:)` lists only the relations
+/// rooted at an object, so it cannot tell whether an intermediate is watched).
+func watchers(of object: some SafeObservable) -> Int {
+    SafeObservation._channels(of: object).reduce(0) { $0 + $1.liveRelations().count }
+}
+
+/// A root with no `@Observed` property, whose computed `reading` reads an
+/// account's balance only while `usesAccount` (a plain property) is set.
+final class Gauge: SafeObservable {
+    let account: Account
+    var usesAccount = true
+    init(account: Account) { self.account = account }
+    var reading: Int { usesAccount ? account.balance : 0 }
+}
+
 @Suite("Derived key paths: chains, optional chains, computed properties")
 struct DerivedKeyPathTests {
     // MARK: Chains
@@ -78,6 +94,7 @@ struct DerivedKeyPathTests {
         }
         person.account.balance = 11
         let old = person.account
+        #expect(watchers(of: old) == 1, "the account is watched through the chain")
         person.account = Account(balance: 50)
         #expect(listener.log == ["10->11", "11->50"])
 
@@ -85,7 +102,8 @@ struct DerivedKeyPathTests {
         old.balance = 99
         person.account.balance = 51
         #expect(listener.log == ["10->11", "11->50", "50->51"])
-        #expect(SafeObservation.relations(of: old).isEmpty, "the replaced account is still watched")
+        #expect(watchers(of: old) == 0, "the replaced account is still watched")
+        #expect(watchers(of: person.account) == 1)
     }
 
     @Test func aChainOfDepthThree_reTargetsAtEveryLevel() {
@@ -119,6 +137,28 @@ struct DerivedKeyPathTests {
         b.a = nil
         #expect(listener.log == ["5", "nil"])
         b.a = a  // break the strong cycle a -> b -> a before leaving
+        b.a = nil
+    }
+
+    @Test func replacingALinkOfACycle_reTargets_andUnbindsTheReplacedObject() {
+        let b = NodeB()
+        let a = NodeA(b: b)
+        b.a = a
+        let listener = Listener()
+        a.safeObserve(\.b.a?.b.c.value, by: listener, options: [.new]) { listener, _, change in
+            listener.record("\(change.newValue.map { "\($0.map(String.init) ?? "nil")" } ?? "-")")
+        }
+        b.c.value = 5
+        let newB = NodeB()
+        newB.c.value = 9
+        newB.a = a
+        a.b = newB  // a -> newB -> a: the chain now runs through newB only
+        b.c.value = 6  // replaced: not delivered
+        newB.c.value = 10
+        #expect(listener.log == ["5", "9", "10"])
+        #expect(watchers(of: b) == 0 && watchers(of: b.c) == 0, "the replaced link is still watched")
+        #expect(watchers(of: newB) == 2, "newB.a and newB.c, each once although the chain reads newB twice")
+        newB.a = nil  // break the strong cycle a -> newB -> a
         b.a = nil
     }
 
@@ -312,11 +352,12 @@ struct DerivedKeyPathTests {
             weakPerson = person
             let captured = Captured(captures)
             person.safeObserve(\.account.balance, by: listener) { _, _, _ in _ = captured }
+            #expect(watchers(of: account) == 1)
         }
         #expect(weakPerson == nil, "Person leaked")
         #expect(captures.liveCount == 0, "Handler captures leaked after the root died")
         #expect(SafeObservation.relations(observedBy: listener).isEmpty)
-        #expect(SafeObservation.relations(of: account).isEmpty, "the intermediate is still watched")
+        #expect(watchers(of: account) == 0, "the intermediate is still watched")
         account.balance = 1  // nobody left to call
         #expect(listener.log.isEmpty)
     }
@@ -335,7 +376,7 @@ struct DerivedKeyPathTests {
         #expect(weakListener == nil, "Listener leaked")
         #expect(captures.liveCount == 0, "Handler captures leaked after the listener died")
         #expect(SafeObservation.relations(of: person).isEmpty)
-        #expect(SafeObservation.relations(of: person.account).isEmpty)
+        #expect(watchers(of: person) == 0 && watchers(of: person.account) == 0, "a dependency is still bound")
     }
 
     @Test func anIntermediateThatDiesWhileObserved_isTornDown_withoutReadingTheChain() {
@@ -352,7 +393,63 @@ struct DerivedKeyPathTests {
         account = nil
         #expect(accounts.liveCount == 0, "Account leaked")
         #expect(listener.log == ["2"])
-        #expect(SafeObservation.relations(observedBy: listener).count == 1, "the root is alive: the relation stays")
+        // The root has no `@Observed` property: with the account gone, nothing
+        // the key path reads can change again, so the relation ended.
+        #expect(SafeObservation.relations(observedBy: listener).isEmpty, "an inert relation stays")
+    }
+
+    @Test func aRelationLeftWithNoDependency_ends_evenIfTheRootOutlivesIt_orDiesLater() {
+        let captures = LifetimeCounter()
+        let listener = Listener()  // stays alive
+        do {
+            var account: Account? = Account(balance: 1)
+            let owned = Owned(owner: account!)  // no @Observed property of its own
+            do {
+                let captured = Captured(captures)
+                owned.safeObserve(\.owner.balance, by: listener) { _, _, _ in _ = captured }
+            }
+            account = nil  // its only dependency dies
+            #expect(captures.liveCount == 0, "the handler of a relation that can never deliver again is kept")
+            _ = owned
+        }  // the root dies: nothing was left to notice it
+        #expect(captures.liveCount == 0, "handler leaked")
+        #expect(SafeObservation.relations(observedBy: listener).isEmpty)
+    }
+
+    @Test func anEvaluationThatReadsNoObservedProperty_deliversItsValue_thenEnds() {
+        let captures = LifetimeCounter()
+        let account = Account(balance: 1)
+        let gauge = Gauge(account: account)
+        let listener = Listener()
+        let captured = Captured(captures)
+        gauge.safeObserve(\.reading, by: listener) { listener, _, change in
+            _ = captured
+            listener.record("\(change.newValue!)")
+        }
+        account.balance = 2
+        gauge.usesAccount = false  // not observed: nothing delivered yet
+        account.balance = 3  // re-evaluated: 0, and no @Observed property read
+        account.balance = 4
+        #expect(listener.log == ["2", "0"])
+        #expect(watchers(of: account) == 0)
+        #expect(SafeObservation.relations(observedBy: listener).isEmpty)
+        #expect(captures.liveCount == 1, "only the test's own reference remains")
+    }
+
+    @Test func aPlainListenerDying_endsTheDerivedRelationAtTheNextChange_andUnbindsEverything() {
+        let captures = LifetimeCounter()
+        let person = Person()
+        weak var weakListener: Listener?
+        do {
+            let listener = Listener()
+            weakListener = listener
+            let captured = Captured(captures)
+            person.safeObserve(\.account.balance, by: listener) { _, _, _ in _ = captured }
+        }
+        #expect(weakListener == nil, "Listener leaked")
+        person.account.balance = 3  // finds the listener gone (unless a sweep was first)
+        #expect(settles { captures.liveCount == 0 }, "handler leaked after its plain listener died")
+        #expect(watchers(of: person) == 0 && watchers(of: person.account) == 0, "a dependency is still bound")
     }
 
     // MARK: Threads
@@ -410,7 +507,7 @@ struct DerivedKeyPathTests {
                 }
             }
             #expect(SafeObservation.relations(of: person).isEmpty)
-            #expect(SafeObservation.relations(of: person.account).isEmpty)
+            #expect(watchers(of: person) == 0 && watchers(of: person.account) == 0, "a dependency is still bound")
         }
     }
 }

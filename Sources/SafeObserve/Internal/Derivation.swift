@@ -245,17 +245,26 @@ class _Derivation: @unchecked Sendable {
     /// now would trap. (A weak reference that becomes `nil` is not a change,
     /// as with Key-Value Observing; the next change of another dependency
     /// evaluates the key path again.)
+    ///
+    /// If that was the last dependency (the root reads no `@Observed`
+    /// property of its own, and everything it reached died), nothing can
+    /// change the value any more: the relation ends and releases its handler.
     func dependencyTornDown(_ dependency: _Relation) {
-        guard relationAndRoot() != nil else { return }
-        let forgotten = state.withLock { state -> (_Relation, [Any])? in
-            guard let index = state.dependencies.firstIndex(where: { $0 === dependency }) else { return nil }
+        guard let (relation, _) = relationAndRoot() else { return }
+        let (forgotten, isInert) = state.withLock { state -> ((_Relation, [Any])?, Bool) in
+            guard let index = state.dependencies.firstIndex(where: { $0 === dependency }) else { return (nil, false) }
             let relation = state.dependencies.remove(at: index)
-            return (relation, state.abandonPendingOld(of: [relation]))
+            return ((relation, state.abandonPendingOld(of: [relation])), state.dependencies.isEmpty)
         }
         _ = forgotten  // released unlocked
+        if isInert { relation.end() }
     }
 
     /// Evaluates the key path, re-binds, and delivers the new value.
+    ///
+    /// An evaluation that read no `@Observed` property leaves nothing that
+    /// could change the value again: the value is delivered, then the
+    /// relation ends.
     private func refresh(relation: _Relation, root: AnyObject, old: Any?) {
         var new: Any?
         let accesses = _AccessTracker.resolve { new = evaluate(root) }
@@ -266,6 +275,7 @@ class _Derivation: @unchecked Sendable {
             return
         }
         deliver(relation, to: listener, root: root, new: new, old: old, isPrior: false)
+        if accesses.isEmpty { relation.end() }
     }
 }
 
