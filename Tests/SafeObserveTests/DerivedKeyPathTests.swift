@@ -483,6 +483,51 @@ struct DerivedKeyPathTests {
         }
     }
 
+    @Test func chainDeliveriesRacingRemovalAndListenerDeathOnOtherThreads_endWithNothingBound() async {
+        let rounds = StressConfig.rounds(30)
+        for round in 0..<rounds {
+            let person = Person(account: Account(balance: 0))
+            let shared = UncheckedSendable(person)  // mutated by one task only
+            let listeners = _Mutex<[Listener]>((0..<8).map { _ in Listener() })
+            let captures = LifetimeCounter()
+            var tokens: [ObservationToken] = []
+            for listener in listeners.withLock({ $0 }) {
+                let captured = Captured(captures)
+                tokens.append(
+                    person.safeObserve(\.account.balance, by: listener, options: [.old, .new, .prior]) { _, _, _ in
+                        _ = captured
+                    })
+                tokens.append(person.safeObserve(\.fullName, by: listener) { _, _, _ in _ = captured })
+            }
+            let someTokens = tokens.prefix(6)
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    // The graph's only mutator: changes, and re-targets the chain.
+                    for step in 0..<200 {
+                        if step % 20 == 0 { shared.value.account = Account(balance: step) }
+                        shared.value.account.balance += 1
+                        shared.value.first = "n\(step)"
+                    }
+                }
+                group.addTask {
+                    for token in someTokens { token.invalidate() }
+                }
+                group.addTask {
+                    let removed = listeners.withLock { Array($0.prefix(4)) }
+                    for listener in removed { SafeObservation.removeAll(observedBy: listener) }
+                }
+                group.addTask {
+                    listeners.withLock { $0.removeLast(2) }  // plain listeners die, on this thread
+                }
+            }
+            listeners.withLock { $0.removeAll() }  // the rest die
+            person.account.balance += 1  // finds them gone
+            person.first = "end"
+            #expect(settles { captures.liveCount == 0 }, "round \(round): handlers leaked")
+            #expect(watchers(of: person) == 0 && watchers(of: person.account) == 0, "round \(round): still bound")
+        }
+    }
+
     @Test func observingAndUnobservingOneChainFromSeveralThreads_isSafe() async {
         let rounds = StressConfig.rounds(20)
         for _ in 0..<rounds {

@@ -37,6 +37,19 @@ struct DiagnosticsTests {
         expectRejected(\.plain, on: Mixed(), mentioning: ["\\Mixed.plain", "reads no @Observed property"])
     }
 
+    #if DEBUG
+        /// Without a test handler, a debug build stops, naming the key path.
+        @Test func aKeyPathThatReadsNoObservedProperty_stopsADebugBuild() async throws {
+            let result = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+                let mixed = Mixed()
+                let listener = Listener()
+                mixed.safeObserve(\.plain, by: listener) { _, _, _ in }
+            }
+            let message = String(decoding: result.standardErrorContent, as: UTF8.self)
+            #expect(message.contains("\\Mixed.plain") && message.contains("reads no @Observed property"), "\(message)")
+        }
+    #endif
+
     @Test func aComputedKeyPathThatReadsNoObservedProperty_isRejected_namingTheRootAndTheValueType() {
         expectRejected(\.plainDoubled, on: Mixed(), mentioning: ["Mixed", "Int", "reads no @Observed property"])
     }
