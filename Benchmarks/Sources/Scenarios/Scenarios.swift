@@ -162,7 +162,7 @@ final class CancellableBox {
 public enum Scenarios {
     /// The scenarios `InstructionCounts list` numbers.
     public static let all: [Scenario] =
-        setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling + chains
+        setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling + chains + rebinding
 
     // (1) A property set that nobody observes.
     static let setUnobserved: [Scenario] = [
@@ -564,6 +564,53 @@ public enum Scenarios {
             blackHole((root, sink))
         },
     ]
+}
+
+extension Scenarios {
+    // (7) Re-binding is O(d): replacing the first link of a chain of depth d
+    // re-binds its d - 1 dependencies below the root.
+    static let rebinding: [Scenario] = [
+        rebind(depth: 2, \.next?.value),
+        rebind(depth: 4, \.next?.next?.next?.value),
+        rebind(depth: 8, \.next?.next?.next?.next?.next?.next?.next?.value),
+    ]
+
+    /// Alternates the root's `next` between two chains, each leaving the key
+    /// path `depth` properties long.
+    static func rebind(depth: Int, _ keyPath: KeyPath<ChainNode, Int?> & Sendable) -> Scenario {
+        Scenario(
+            operation: "chain of depth \(depth): first link replaced", peer: "SafeObserve", operationsPerIteration: 1
+        ) { n in
+            let root = ChainNode()
+            let sink = Sink()
+            root.safeObserve(keyPath, by: sink) { sink, _, change in sink.add(change.newValue!!) }
+            let tails = [ChainNode.chain(length: depth - 1), ChainNode.chain(length: depth - 1)]
+            measure(n) { n in for i in 0..<n { root.next = tails[i & 1] } }
+            blackHole((root, sink, tails))
+        }
+    }
+}
+
+/// A link of a chain of any depth.
+public final class ChainNode: SafeObservable {
+    /// The next link.
+    @Observed public var next: ChainNode?
+    /// The value at the end of the chain.
+    @Observed public var value = 1
+    /// Creates a link.
+    public init() {}
+
+    /// `length` linked nodes; returns the first.
+    static func chain(length: Int) -> ChainNode {
+        let first = ChainNode()
+        var last = first
+        for _ in 1..<length {
+            let node = ChainNode()
+            last.next = node
+            last = node
+        }
+        return first
+    }
 }
 
 /// Moves a value to another thread (benchmarks only; one thread uses it at a time).
