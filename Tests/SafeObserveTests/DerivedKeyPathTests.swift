@@ -240,8 +240,12 @@ struct DerivedKeyPathTests {
         let person = Person()
         let listener = Listener()
         let first = person.safeObserve(\.fullName, by: listener) { listener, _, _ in listener.record("first") }
-        let second = person.safeObserve(\.fullName, by: listener) { listener, _, _ in listener.record("second") }
+        // A duplicate keeps the first handler and options: no `.initial`, no old value.
+        let second = person.safeObserve(\.fullName, by: listener, options: [.initial, .old, .new]) {
+            listener, _, _ in listener.record("second")
+        }
         #expect(first == second)
+        #expect(second.options == [.new])
         person.first = "A"
         #expect(listener.log == ["first"])
         #expect(SafeObservation.relations(of: person) == [first])
