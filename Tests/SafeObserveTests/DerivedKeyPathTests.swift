@@ -125,7 +125,8 @@ struct DerivedKeyPathTests {
         #expect(listener.log == ["0->1", "1->0", "0->7", "7->8"])
     }
 
-    @Test func aCycleInTheObjectGraph_isObservedWithoutLooping() {
+    /// `a -> b -> a` (strong both ways), observed along `\.b.a?.b.c.value`.
+    private func observedCycle() -> (a: NodeA, b: NodeB, listener: Listener) {
         let b = NodeB()
         let a = NodeA(b: b)
         b.a = a
@@ -133,21 +134,19 @@ struct DerivedKeyPathTests {
         a.safeObserve(\.b.a?.b.c.value, by: listener, options: [.new]) { listener, _, change in
             listener.record("\(change.newValue.map { "\($0.map(String.init) ?? "nil")" } ?? "-")")
         }
+        return (a, b, listener)
+    }
+
+    @Test func aCycleInTheObjectGraph_isObservedWithoutLooping() {
+        let (a, b, listener) = observedCycle()
         b.c.value = 5
-        b.a = nil
+        b.a = nil  // also breaks the strong cycle
         #expect(listener.log == ["5", "nil"])
-        b.a = a  // break the strong cycle a -> b -> a before leaving
-        b.a = nil
+        withExtendedLifetime(a) {}  // the root, held here
     }
 
     @Test func replacingALinkOfACycle_reTargets_andUnbindsTheReplacedObject() {
-        let b = NodeB()
-        let a = NodeA(b: b)
-        b.a = a
-        let listener = Listener()
-        a.safeObserve(\.b.a?.b.c.value, by: listener, options: [.new]) { listener, _, change in
-            listener.record("\(change.newValue.map { "\($0.map(String.init) ?? "nil")" } ?? "-")")
-        }
+        let (a, b, listener) = observedCycle()
         b.c.value = 5
         let newB = NodeB()
         newB.c.value = 9
@@ -366,23 +365,6 @@ struct DerivedKeyPathTests {
         #expect(listener.log.isEmpty)
     }
 
-    @Test func theListenerDying_releasesTheRelationAndEveryDependency() {
-        let captures = LifetimeCounter()
-        let person = Person()
-        weak var weakListener: OptInListener?
-        do {
-            let listener = OptInListener()
-            weakListener = listener
-            let captured = Captured(captures)
-            person.safeObserve(\.account.balance, by: listener) { _, _, _ in _ = captured }
-            person.safeObserve(\.fullName, by: listener) { _, _, _ in _ = captured }
-        }
-        #expect(weakListener == nil, "Listener leaked")
-        #expect(captures.liveCount == 0, "Handler captures leaked after the listener died")
-        #expect(SafeObservation.relations(of: person).isEmpty)
-        #expect(watchers(of: person) == 0 && watchers(of: person.account) == 0, "a dependency is still bound")
-    }
-
     @Test func anIntermediateThatDiesWhileObserved_isTornDown_withoutReadingTheChain() {
         let accounts = LifetimeCounter()
         var account: Account? = Account(balance: 1, lifetime: accounts)
@@ -440,19 +422,30 @@ struct DerivedKeyPathTests {
         #expect(captures.liveCount == 1, "only the test's own reference remains")
     }
 
-    @Test func aPlainListenerDying_endsTheDerivedRelationAtTheNextChange_andUnbindsEverything() {
+    /// An opt-in listener's relations end in its deinit; a plain listener's
+    /// at the next change that finds it gone (or by a sweep). Either way the
+    /// handler is released and no dependency stays bound.
+    @Test(arguments: [true, false])
+    func theListenerDying_releasesTheRelationAndEveryDependency(optIn: Bool) {
         let captures = LifetimeCounter()
         let person = Person()
-        weak var weakListener: Listener?
+        weak var weakListener: RecordingListener?
         do {
-            let listener = Listener()
+            let listener: RecordingListener = optIn ? OptInListener() : Listener()
             weakListener = listener
             let captured = Captured(captures)
             person.safeObserve(\.account.balance, by: listener) { _, _, _ in _ = captured }
+            person.safeObserve(\.fullName, by: listener) { _, _, _ in _ = captured }
         }
         #expect(weakListener == nil, "Listener leaked")
-        person.account.balance = 3  // finds the listener gone (unless a sweep was first)
-        #expect(settles { captures.liveCount == 0 }, "handler leaked after its plain listener died")
+        if optIn {
+            #expect(captures.liveCount == 0, "Handler captures leaked after the listener died")
+        } else {
+            person.account.balance = 3  // finds the listener gone (unless a sweep was first)
+            person.first = "B"
+            #expect(settles { captures.liveCount == 0 }, "handler leaked after its plain listener died")
+        }
+        #expect(SafeObservation.relations(of: person).isEmpty)
         #expect(watchers(of: person) == 0 && watchers(of: person.account) == 0, "a dependency is still bound")
     }
 
