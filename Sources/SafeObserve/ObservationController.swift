@@ -308,12 +308,7 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         options: ObservationOptions = .new,
         changeHandler: @escaping @Sendable (Observer, Object, ObservedKeyPathChange<Object>) -> Void
     ) {
-        withRegistration(of: object) { isCancelled in
-            for keyPath in repeat each keyPaths {
-                guard !isCancelled() else { break }
-                registerErased(object, keyPath, options, changeHandler)
-            }
-        }
+        observeEach(object, repeat each keyPaths, options: options, changeHandler)
     }
 
     /// Observes several key paths of `object`, calling an unbound method of
@@ -336,12 +331,7 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         options: ObservationOptions = .new,
         action: @escaping @Sendable (Observer) -> () -> Void
     ) {
-        withRegistration(of: object) { isCancelled in
-            for keyPath in repeat each keyPaths {
-                guard !isCancelled() else { break }
-                registerErased(object, keyPath, options, Self.callingErased(action))
-            }
-        }
+        observeEach(object, repeat each keyPaths, options: options, Self.callingErased(action))
     }
 
     /// Observes several key paths of `object`, calling an unbound method of
@@ -367,12 +357,7 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         options: ObservationOptions = .new,
         action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Object>) -> Void
     ) {
-        withRegistration(of: object) { isCancelled in
-            for keyPath in repeat each keyPaths {
-                guard !isCancelled() else { break }
-                registerErased(object, keyPath, options, Self.callingErased(action))
-            }
-        }
+        observeEach(object, repeat each keyPaths, options: options, Self.callingErased(action))
     }
 
     /// Observes several key paths of `object`, calling an unbound method of
@@ -398,12 +383,7 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         options: ObservationOptions = .new,
         action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Object>, Object) -> Void
     ) {
-        withRegistration(of: object) { isCancelled in
-            for keyPath in repeat each keyPaths {
-                guard !isCancelled() else { break }
-                registerErased(object, keyPath, options, Self.callingErased(action))
-            }
-        }
+        observeEach(object, repeat each keyPaths, options: options, Self.callingErased(action))
     }
 
     /// Observes several key paths of `object`, delivering each change to the
@@ -425,12 +405,7 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         options: ObservationOptions = .new
     ) {
         guard observerIsDelegate() else { return }
-        withRegistration(of: object) { isCancelled in
-            for keyPath in repeat each keyPaths {
-                guard !isCancelled() else { break }
-                registerErased(object, keyPath, options, Self.notifyingDelegate())
-            }
-        }
+        observeEach(object, repeat each keyPaths, options: options, Self.notifyingDelegate())
     }
 
     // MARK: Unobserving
@@ -626,6 +601,20 @@ extension ObservationController {
         _ body: @escaping @Sendable (Observer, Object, ObservedChange<Value>) -> Void
     ) {
         object.safeObserve(keyPath, by: relay, options: options, changeHandler: Self.delivering(to: body))
+    }
+
+    /// Registers `handler` on each of `keyPaths`, in order; stops if `object`
+    /// is unobserved meanwhile (by an `.initial` delivery).
+    private func observeEach<Object: SafeObservable, each Value>(
+        _ object: Object, _ keyPaths: repeat KeyPath<Object, each Value>, options: ObservationOptions,
+        _ handler: @escaping @Sendable (Observer, Object, ObservedKeyPathChange<Object>) -> Void
+    ) {
+        withRegistration(of: object) { isCancelled in
+            for keyPath in repeat each keyPaths {
+                guard !isCancelled() else { break }
+                registerErased(object, keyPath, options, handler)
+            }
+        }
     }
 
     private func registerErased<Object: SafeObservable, Value>(

@@ -1,3 +1,8 @@
+/// The `change` a dependency's handler receives, with `isPrior`, when the
+/// change announced in the prior phase was abandoned (its mutation threw):
+/// an address no `ObservedChange` can have.
+var _abandonedChange: UnsafeRawPointer { UnsafeRawPointer(bitPattern: 1)! }
+
 /// The relations registered on one `@Observed` property of one object.
 ///
 /// A channel is shared state: its object's storage reaches it through the
@@ -6,11 +11,6 @@
 /// `_Mutex`; no user code runs while it is held (handlers run on a snapshot,
 /// after unlocking, and relations — whose release may release a handler and
 /// its captures — are dropped after unlocking too).
-/// The `change` a dependency's handler receives, with `isPrior`, when the
-/// change announced in the prior phase was abandoned (its mutation threw):
-/// an address no `ObservedChange` can have.
-var _abandonedChange: UnsafeRawPointer { UnsafeRawPointer(bitPattern: 1)! }
-
 @usableFromInline
 final class _Channel: Sendable {
     struct State {

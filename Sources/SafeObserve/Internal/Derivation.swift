@@ -41,6 +41,15 @@ class _Derivation: @unchecked Sendable {
         var pendingOld: [(thread: UInt, channel: ObjectIdentifier, value: Any)] = []
         var isStopped = false
 
+        /// Takes the value captured on `thread` for the coming change of the
+        /// dependency on `channel`, if any (the most recent: changes nest).
+        @inline(__always)
+        mutating func takePendingOld(thread: UInt, channel: ObjectIdentifier) -> Any? {
+            guard let index = pendingOld.lastIndex(where: { $0.thread == thread && $0.channel == channel })
+            else { return nil }
+            return pendingOld.remove(at: index).value
+        }
+
         /// Removes the values waiting for a change of one of `dependencies`,
         /// which no longer deliver (so would never collect them); the caller
         /// releases them unlocked.
@@ -218,11 +227,7 @@ class _Derivation: @unchecked Sendable {
             return
         }
         let thread = _currentThreadID()
-        let old = state.withLock { state -> Any? in
-            guard let index = state.pendingOld.lastIndex(where: { $0.thread == thread && $0.channel == channel })
-            else { return nil }
-            return state.pendingOld.remove(at: index).value
-        }
+        let old = state.withLock { $0.takePendingOld(thread: thread, channel: channel) }
         refresh(relation: relation, root: root, old: old)
     }
 
@@ -230,11 +235,7 @@ class _Derivation: @unchecked Sendable {
     /// was abandoned (its mutation threw): drops the old value captured for it.
     func priorPhaseAbandoned(on channel: ObjectIdentifier) {
         let thread = _currentThreadID()
-        let old = state.withLock { state -> Any? in
-            guard let index = state.pendingOld.lastIndex(where: { $0.thread == thread && $0.channel == channel })
-            else { return nil }
-            return state.pendingOld.remove(at: index).value
-        }
+        let old = state.withLock { $0.takePendingOld(thread: thread, channel: channel) }
         _ = old  // released unlocked
     }
 
