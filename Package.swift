@@ -23,8 +23,13 @@ let package = Package(
     // The library depends on nothing beyond the Swift toolchain.
     dependencies: [],
     targets: [
+        // The runtime entry points the liveness probes call, declared in C so
+        // that they are linked directly (static stdlib and static executables
+        // export no runtime symbols to `dlsym`). Declarations only.
+        .target(name: "CSafeObserveRuntime"),
         .target(
             name: "SafeObserve",
+            dependencies: ["CSafeObserveRuntime"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -64,10 +64,6 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
     /// ```
     @inlinable public static var prior: ObservationOptions { ObservationOptions(rawValue: 1 << 3) }
 
-    /// Internal: marks a derivation's dependency relation (never set by users;
-    /// the top bit, so it never collides with a public option).
-    static var _dependency: ObservationOptions { ObservationOptions(rawValue: 1 << 7) }
-
     /// The options in source form, such as `[.old, .new]`.
     ///
     /// ```swift

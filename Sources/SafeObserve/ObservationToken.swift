@@ -29,6 +29,11 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     /// The relation, never retained; `nil` for an inert token.
     let _relation: _UnretainedReference?
 
+    /// The relation's identity (``_Relation/id``), never reused; 0 for an
+    /// inert token. Not the relation's address, which a later relation may
+    /// take once this one is freed.
+    let _id: UInt64
+
     /// The options the relation was registered with.
     ///
     /// ```swift
@@ -55,6 +60,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
 
     init(_ relation: _Relation) {
         _relation = _UnretainedReference(relation)
+        _id = relation.id
         options = relation.options
         keyPath = relation.keyPath
         observedObjectID = relation.objectID
@@ -63,6 +69,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     /// A token that observes nothing (returned for rejected registrations).
     init(inertWith options: ObservationOptions) {
         _relation = nil
+        _id = 0
         self.options = options
         keyPath = nil
         observedObjectID = nil
@@ -82,7 +89,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     /// assert(token.listener === label)
     /// ```
     public var listener: AnyObject? {
-        guard let relation = _liveRelation, relation.isActive else { return nil }
+        guard let relation = _liveRelation, relation.isLive else { return nil }
         return relation.listener.load()
     }
 
@@ -97,7 +104,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     /// assert(!token.isActive)
     /// ```
     public var isActive: Bool {
-        _liveRelation?.isActive ?? false
+        _liveRelation?.isLive ?? false
     }
 
     /// Ends the relation: its handler is never called again and is released.
@@ -124,7 +131,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     /// assert(first == again)   // deduplicated: the same relation
     /// ```
     public static func == (lhs: ObservationToken, rhs: ObservationToken) -> Bool {
-        lhs._relation?.address == rhs._relation?.address
+        lhs._id == rhs._id
     }
 
     /// Hashes the relation's identity.
@@ -134,7 +141,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     /// tokens.insert(counter.safeObserve(\.count, by: self) { _, _, _ in })
     /// ```
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(_relation?.address)
+        hasher.combine(_id)
     }
 
     /// A description naming the key path, the listener and the state.

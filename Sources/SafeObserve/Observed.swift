@@ -138,5 +138,8 @@ public struct Observed<Value> {
 }
 
 extension Observed: _ObservedStorage {
-    var _channelForIntrospection: _Channel? { _sentinel?.channel }
+    static var _sentinelOffset: Int {
+        // Unwrapped: `_sentinel` is a stored property, so it has an offset.
+        MemoryLayout<Self>.offset(of: \Self._sentinel).unsafelyUnwrapped
+    }
 }

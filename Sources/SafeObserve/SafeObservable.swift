@@ -132,7 +132,8 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
     _ options: ObservationOptions,
     _ handler: @escaping @Sendable (Listener, Root, ObservedChange<Value>) -> Void
 ) -> _Deliver {
-    { listener, root, change, isPrior in
+    { listener, root, change, phase in
+        let isPrior = phase == .prior
         let full = change.assumingMemoryBound(to: ObservedChange<Value>.self)
         handler(
             unsafeDowncast(listener, to: Listener.self),

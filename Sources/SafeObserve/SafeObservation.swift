@@ -28,10 +28,12 @@ public enum SafeObservation {
     ///
     /// - Complexity: O(*n*) in the listener's relations.
     public static func relations(observedBy listener: AnyObject) -> [ObservationToken] {
-        _ListenerProxy.of(listener, create: false)?.activeRelations().map(ObservationToken.init) ?? []
+        let relations = _ListenerProxy.of(listener, create: false)?.activeRelations() ?? []
+        return relations.filter(\.isLive).map(ObservationToken.init)
     }
 
-    /// The active relations on `object`, property by property, in
+    /// The active relations on `object`, property by property, in the order
+    /// the properties were first observed, and each property's relations in
     /// registration order — derived key paths rooted at `object`
     /// (`\.account.balance`, `\.fullName`) included when they read one of
     /// its `@Observed` properties, each listed once, with the first of those
@@ -40,25 +42,26 @@ public enum SafeObservation {
     /// Relations of a dead listener stay listed until they are cleaned up;
     /// ``ObservationToken/listener`` is `nil` for those.
     ///
+    /// Reads only SafeObserve's own bookkeeping, never `object`'s stored
+    /// properties: it is safe for any class, whatever its other fields hold
+    /// (dead `unowned` references included), runs no custom mirror, and may
+    /// run while other threads write `object`'s other properties.
+    ///
     /// ```swift
     /// print(SafeObservation.relations(of: counter).map(\.debugDescription))
     /// ```
     ///
-    /// - Complexity: O(*p* + *n*): it reflects over the object's *p* stored
-    ///   properties. Meant for debugging and tests, not hot paths.
+    /// - Complexity: O(*p* + *n*) in the observed properties of `object` and
+    ///   their relations. Meant for debugging and tests, not hot paths.
     public static func relations(of object: some SafeObservable) -> [ObservationToken] {
-        let channels = _channels(of: object)
         // A derived key path rooted here (`\.account.balance`) is listed
         // through its dependency on one of this object's properties.
         var listed = Set<ObjectIdentifier>()
         var relations: [_Relation] = []
-        for relation in channels.flatMap({ $0.liveRelations() }) {
+        for relation in _channels(of: object).flatMap({ $0.liveRelations() }) {
             var listedRelation: _Relation? = relation
             if relation.isDependency {
-                // unsafeDowncast: a dependency's listener is always its derivation.
-                listedRelation = relation.listener.load().flatMap {
-                    unsafeDowncast($0, to: _Derivation.self).relation(rootedAt: object)
-                }
+                listedRelation = (relation.listener.load() as? _Derivation)?.relation(rootedAt: object)
             }
             if let listedRelation, listed.insert(ObjectIdentifier(listedRelation)).inserted {
                 relations.append(listedRelation)
@@ -67,49 +70,8 @@ public enum SafeObservation {
         return relations.map(ObservationToken.init)
     }
 
-    /// The channels of `object`'s properties observed so far (reflection).
-    static func _channels(of object: some SafeObservable) -> [_Channel] {
-        _observedStorage(of: object).compactMap(\.channel)
+    /// The channels of `object`'s properties observed so far.
+    static func _channels(of object: AnyObject) -> [_Channel] {
+        _SentinelIndex.channels(of: object)
     }
-
-    /// The stored name (`_count`) of the property whose channel is `channel`.
-    static func _storageLabel(of channel: _Channel, in object: AnyObject) -> String? {
-        _observedStorage(of: object).first { $0.channel === channel }?.label
-    }
-
-    /// Every `@Observed` storage of `object` (and of a registrar, without a
-    /// label), with its channel if observed so far.
-    private static func _observedStorage(of object: AnyObject) -> [(label: String?, channel: _Channel?)] {
-        var mirrors: [Mirror] = []
-        var mirror: Mirror? = Mirror(reflecting: object)  // a custom mirror is user code: unlocked
-        while let current = mirror {
-            mirrors.append(current)
-            mirror = current.superclassMirror
-        }
-        // Reading the stored fields races with a first observation writing a
-        // sentinel field, so read them under the lock that write is made
-        // under. The values read (strong copies of every stored property) are
-        // dropped after unlocking: releasing one may run a user deinit. A
-        // custom mirror's children are user code, so they are read unlocked.
-        let children: [Mirror.Child]
-        if object is any CustomReflectable {
-            children = mirrors.flatMap { Array($0.children) }
-        } else {
-            children = _Registry.withLock { _ in mirrors.flatMap { Array($0.children) } }
-        }
-        var storage: [(label: String?, channel: _Channel?)] = []
-        for child in children {
-            if let observed = child.value as? any _ObservedStorage {
-                storage.append((child.label, observed._channelForIntrospection))
-            } else if let registrar = child.value as? SafeObservationRegistrar {
-                storage += registrar.channels().map { (nil, $0) }
-            }
-        }
-        return storage
-    }
-}
-
-/// Storage that may hold a property's channel (introspection only).
-protocol _ObservedStorage {
-    var _channelForIntrospection: _Channel? { get }
 }

@@ -1,8 +1,3 @@
-/// The `change` a dependency's handler receives, with `isPrior`, when the
-/// change announced in the prior phase was abandoned (its mutation threw):
-/// an address no `ObservedChange` can have.
-var _abandonedChange: UnsafeRawPointer { UnsafeRawPointer(bitPattern: 1)! }
-
 /// The relations registered on one `@Observed` property of one object.
 ///
 /// A channel is shared state: its object's storage reaches it through the
@@ -47,7 +42,7 @@ final class _Channel: Sendable {
         ///
         /// - Complexity: O(*n*) in the relations of this property only.
         @usableFromInline
-        func deliver(root: AnyObject, change: UnsafeRawPointer, isPrior: Bool) {
+        func deliver(root: AnyObject, change: UnsafeRawPointer, phase: _Phase) {
             relations.withUnsafeBufferPointer { buffer in
                 for index in buffer.indices {
                     // A bitwise copy of the snapshot's strong reference, which
@@ -57,13 +52,13 @@ final class _Channel: Sendable {
                     // Unmanaged: owned by the snapshot for the loop (see above).
                     guard let entry = slot.load(as: Unmanaged<_Relation>?.self) else { continue }
                     entry._withUnsafeGuaranteedRef { relation in
-                        if isPrior, !relation.options.contains(.prior) { return }
+                        if phase == .prior, !relation.options.contains(.prior) { return }
                         guard relation.isActive else { return }
                         guard let listener = probe.load(relation.listener) else {
                             relation.endForDeadListener()
                             return
                         }
-                        relation.deliver(listener, root, change, isPrior)
+                        relation.deliver(listener, root, change, phase)
                     }
                 }
             }
@@ -78,7 +73,8 @@ final class _Channel: Sendable {
             for case let relation? in relations
             where relation.isDependency && relation.options.contains(.prior) && relation.isActive {
                 guard let derivation = probe.load(relation.listener) else { continue }
-                relation.deliver(derivation, root, _abandonedChange, true)
+                // No change: the phase says so, and `change` is never read.
+                withUnsafePointer(to: ()) { relation.deliver(derivation, root, $0, .priorAbandoned) }
             }
         }
 
@@ -92,7 +88,19 @@ final class _Channel: Sendable {
 
     let state = _Mutex(State())
 
-    init() {}
+    /// The observed object, never kept alive: identity, and whether it died
+    /// (its sentinel may outlive it in a copy of the storage).
+    let object: _UnretainedReference
+
+    /// The observed object's identity.
+    var objectID: ObjectIdentifier {
+        // Unmanaged without a retain: the address only, as an identity.
+        ObjectIdentifier(Unmanaged<AnyObject>.fromOpaque(object.address).takeUnretainedValue())
+    }
+
+    init(object: AnyObject) {
+        self.object = _UnretainedReference(object)
+    }
 
     // MARK: Emission
 
@@ -117,7 +125,7 @@ final class _Channel: Sendable {
         let old: Value? = emission.needsOld ? readOld() : nil
         if emission.hasPrior {
             withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
-                emission.deliver(root: root, change: $0, isPrior: true)
+                emission.deliver(root: root, change: $0, phase: .prior)
             }
         }
         // Folds away when `mutate` cannot throw (an `@Observed` setter).
@@ -126,7 +134,7 @@ final class _Channel: Sendable {
         let result = try mutate()
         didMutate = true
         withUnsafePointer(to: ObservedChange(newValue: readNew(), oldValue: old)) {
-            emission.deliver(root: root, change: $0, isPrior: false)
+            emission.deliver(root: root, change: $0, phase: .change)
         }
         return result
     }
@@ -258,9 +266,8 @@ final class _Channel: Sendable {
             // One short critical section per relation: most relations of an
             // object have distinct listeners, so grouping would not pay.
             relation.proxy.forget(relation)
-            if relation.isDependency, let listener = relation.listener.load() {
-                // unsafeDowncast: a dependency's listener is always its derivation.
-                derivations.append((unsafeDowncast(listener, to: _Derivation.self), relation))
+            if relation.isDependency, let derivation = relation.listener.load() as? _Derivation {
+                derivations.append((derivation, relation))
             }
         }
         // Derived key paths that read this property learn that its object

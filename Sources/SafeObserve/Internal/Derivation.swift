@@ -121,8 +121,7 @@ class _Derivation: @unchecked Sendable {
     ///   identity sets beyond that. Allocations only for what changed.
     private func rebind(to accesses: [_Access], options: ObservationOptions) {
         // The prior phase is only needed to capture old values.
-        let dependencyOptions: ObservationOptions =
-            options.contains(.old) || options.contains(.prior) ? [.prior, ._dependency] : ._dependency
+        let dependencyOptions: ObservationOptions = options.contains(.old) || options.contains(.prior) ? .prior : []
         let (dropped, added, abandoned) = state.withLock { state -> ([_Relation], [_Relation], [Any]) in
             guard !state.isStopped else { return ([], [], []) }
             let isSmall = accesses.count <= 8 && state.dependencies.count <= 8
@@ -151,14 +150,15 @@ class _Derivation: @unchecked Sendable {
                 let channel = access.channel
                 let relation = _Relation(
                     keyPath: access.wrappedKeyPath, objectID: ObjectIdentifier(access.object),
-                    options: dependencyOptions, proxy: proxy, channel: access.channel,
-                    deliver: { derivation, _, change, isPrior in
-                        // unsafeDowncast: a dependency's listener is always its derivation.
+                    options: dependencyOptions, proxy: proxy, channel: access.channel, isDependency: true,
+                    deliver: { derivation, _, _, phase in
+                        // unsafeDowncast: a dependency's listener is always its
+                        // derivation (only this closure is stored with `isDependency`).
                         let derivation = unsafeDowncast(derivation, to: _Derivation.self)
-                        if change == _abandonedChange {
-                            derivation.priorPhaseAbandoned(on: ObjectIdentifier(channel))
-                        } else {
-                            derivation.dependencyChanged(on: ObjectIdentifier(channel), isPrior: isPrior)
+                        switch phase {
+                        case .prior: derivation.dependencyChanged(on: ObjectIdentifier(channel), isPrior: true)
+                        case .change: derivation.dependencyChanged(on: ObjectIdentifier(channel), isPrior: false)
+                        case .priorAbandoned: derivation.priorPhaseAbandoned(on: ObjectIdentifier(channel))
                         }
                     })
                 state.dependencies.append(relation)
@@ -303,6 +303,6 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
     ) {
         // The values were produced by `evaluate`, so they are `Value`s.
         let change = ObservedChange<Value>(newValue: new.map { $0 as! Value }, oldValue: old.map { $0 as! Value })
-        withUnsafePointer(to: change) { relation.deliver(listener, root, $0, isPrior) }
+        withUnsafePointer(to: change) { relation.deliver(listener, root, $0, isPrior ? .prior : .change) }
     }
 }

@@ -11,25 +11,17 @@
 struct _SentinelField {
     let offset: Int
 
-    /// The field `offset` bytes into `object`, or `nil` if that is not a
-    /// sentinel field of that very allocation (then registrations keep using
-    /// the general path).
+    /// The field `offset` bytes into instances of `object`'s class, or `nil`
+    /// if the class's metadata has no `@Observed` sentinel there (then
+    /// registrations keep using the general path).
     ///
-    /// Validated, never assumed: the field must lie inside the object's
-    /// allocation and hold a sentinel whose object is `object`.
+    /// Validated, never assumed, and without reading the object: the offset
+    /// must be where the type metadata of `object`'s class places the
+    /// sentinel of one of its `@Observed` properties. The allocator is never
+    /// asked (the object may be statically allocated), and no other stored
+    /// property is read (see ``_ObservedFields``).
     init?(validating offset: Int, in object: AnyObject) {
-        // Unmanaged without a retain: the caller holds `object`; only its address is used.
-        let base = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
-        guard offset > 0, offset % MemoryLayout<_Sentinel?>.alignment == 0,
-            offset + MemoryLayout<_Sentinel?>.size <= _allocationSize(of: base)
-        else { return nil }
-        // Read as bits first: only a non-null field is then read as a reference.
-        guard let bits = UnsafeRawPointer(bitPattern: (base + offset).load(as: UInt.self)) else { return nil }
-        // Unmanaged: borrowed for the check; the object's storage owns it.
-        let isOwnSentinel = Unmanaged<AnyObject>.fromOpaque(bits)._withUnsafeGuaranteedRef { candidate in
-            (candidate as? _Sentinel)?.object === object
-        }
-        guard isOwnSentinel else { return nil }
+        guard _ObservedFields.field(withSentinelAt: offset, in: type(of: object)) != nil else { return nil }
         self.offset = offset
     }
 
@@ -125,7 +117,7 @@ struct _KeyPathResolutionCache {
 /// An `@Observed` property is computed (the wrapper's accessors), so its key
 /// path prints as `\Counter.<computed 0x… (Int)>`. The first registration of
 /// such a key path (the slow path, which already read it with a tracker)
-/// finds the property's declared name by reflection — the stored `_count`
+/// finds the property's declared name in its class's metadata — the stored `_count`
 /// whose sentinel it read — and descriptions print `\Counter.count`. The
 /// property's accessors are untouched, so reads and writes pay nothing.
 /// Bounded: past 4,096 key paths (a program building key paths dynamically),
@@ -137,16 +129,16 @@ enum _KeyPathNames {
     /// stays valid).
     private static let table = _Mutex([ObjectIdentifier: (keyPath: AnyKeyPath, name: String)]())
 
-    /// Records the name of the property `access` read, for `keyPath`.
+    /// Records the name of the property `access` read, for `keyPath`, from
+    /// the type metadata of the object's class (never from the object).
     static func recordName(of keyPath: AnyKeyPath, reading access: _Access) {
         let id = ObjectIdentifier(keyPath)
         guard table.withLock({ $0[id] == nil && $0.count < limit }),
-            let label = SafeObservation._storageLabel(of: access.channel, in: access.object)
+            let offset = access.sentinelFieldOffset,
+            let field = _ObservedFields.field(withSentinelAt: offset, in: type(of: access.object))
         else { return }
-        // `@Observed var count` is stored as `_count`.
-        let name = label.hasPrefix("_") ? String(label.dropFirst()) : label
         table.withLock { table in
-            if table[id] == nil, table.count < limit { table[id] = (keyPath, name) }
+            if table[id] == nil, table.count < limit { table[id] = (keyPath, field.name) }
         }
     }
 

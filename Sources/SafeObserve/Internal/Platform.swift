@@ -1,7 +1,9 @@
-// Every call into the C library or the Swift runtime lives in this file, so
-// that porting SafeObserve to another platform means reading one page.
+// Every call into the C library or the Swift runtime lives in this file (and
+// the declarations of the runtime's entry points in the CSafeObserveRuntime
+// target), so that porting SafeObserve to another platform means reading one
+// page.
 
-import Synchronization
+internal import CSafeObserveRuntime
 
 #if canImport(Glibc)
     import Glibc
@@ -35,29 +37,86 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
     }
 }
 
-#if canImport(ObjectiveC)
+// MARK: - Liveness probes
+//
+// Two implementations of the same four things: `_swift_isDeallocating`,
+// `_tryRetain`, `_Probe` (the delivery loop's view of both) and
+// `_UnretainedReference` (a reference that never keeps its object alive).
+//
+// - The native one (Linux, by default) asks the Swift runtime directly,
+//   through entry points declared in the CSafeObserveRuntime target and
+//   linked statically, so static-stdlib builds and static executables work;
+//   that header says what is relied on.
+// - The portable one uses weak references. Apple platforms use it, because an
+//   NSObject subclass is reference-counted by the Objective-C runtime, where
+//   the native probes do not apply; on Linux `-Xswiftc
+//   -DSAFEOBSERVE_PORTABLE_PROBES` selects it, and CI runs the whole suite
+//   with it so that it never goes uncompiled.
+//
+// Why the portable path asks Objective-C objects with `objc_initWeakOrNil`:
+// the Objective-C runtime traps ("Cannot form weak reference to instance ...
+// in the process of deallocation") when an ordinary weak reference is formed
+// to an object inside `dealloc`, and that is exactly the moment the probes
+// exist for (observing from a deinit, a setter inside the deinit of an
+// NSObject-derived `SafeObservable`, a lazily created controller touched in
+// `dealloc`). The `OrNil` variant stores nil instead. Native Swift objects are
+// asked with the native probes there; on Linux every object is native, and a
+// weak reference formed to a deinitializing native object is simply nil.
 
-    // On platforms with Objective-C interop a listener or an observed object may
-    // be refcounted by the Objective-C runtime (an NSObject subclass), where the
-    // native probes below do not apply: use weak references there instead.
+#if SAFEOBSERVE_PORTABLE_PROBES || canImport(ObjectiveC)
+
+    #if canImport(ObjectiveC)
+        /// Whether `object` is reference-counted by the Objective-C runtime.
+        @inline(__always)
+        private func _isObjectiveCObject(_ object: AnyObject) -> Bool {
+            // unsafeBitCast: a class object is a pointer to its metadata.
+            !swift_objc_class_usesNativeSwiftReferenceCounting(
+                unsafeBitCast(type(of: object) as AnyClass, to: UnsafeRawPointer.self))
+        }
+
+        /// `object`, +1, unless it is deallocating (then `nil`); never traps.
+        private func _objectiveCTryRetain(_ object: AnyObject) -> UnsafeMutableRawPointer? {
+            var slot: UnsafeMutableRawPointer?
+            // Unmanaged without a retain: the caller holds `object` for the call.
+            guard objc_initWeakOrNil(&slot, Unmanaged.passUnretained(object).toOpaque()) != nil else { return nil }
+            defer { objc_destroyWeak(&slot) }
+            return objc_loadWeakRetained(&slot)
+        }
+    #endif
 
     /// Whether `object` has started deinitialization (its strong count reached zero).
     func _swift_isDeallocating(_ object: AnyObject) -> Bool {
-        weak let probe = object
-        return probe == nil
+        #if canImport(ObjectiveC)
+            if _isObjectiveCObject(object) {
+                guard let retained = _objectiveCTryRetain(object) else { return true }
+                objc_release(retained)
+                return false
+            }
+            // Unmanaged without a retain: the caller holds `object` for the call.
+            return swift_isDeallocating(Unmanaged.passUnretained(object).toOpaque())
+        #else
+            weak var probe = object
+            return probe == nil
+        #endif
     }
 
     /// Retains `object` (+1, for the caller to release) unless its
     /// deinitialization began.
     func _tryRetain(_ object: AnyObject) -> Bool {
-        weak let probe = object
-        guard let strong = probe else { return false }
-        // Unmanaged: the +1 the caller releases.
-        _ = Unmanaged.passRetained(strong)
-        return true
+        #if canImport(ObjectiveC)
+            if _isObjectiveCObject(object) { return _objectiveCTryRetain(object) != nil }
+            // Unmanaged without a retain: the caller holds `object` for the call.
+            return swift_tryRetain(Unmanaged.passUnretained(object).toOpaque()) != nil
+        #else
+            weak var probe = object
+            guard let strong = probe else { return false }
+            // Unmanaged: the +1 the caller releases.
+            _ = Unmanaged.passRetained(strong)
+            return true
+        #endif
     }
 
-    /// The liveness probes, fetched once per emission (see the native variant).
+    /// The liveness probes, as the delivery loop uses them.
     struct _Probe {
         static var current: _Probe { _Probe() }
 
@@ -74,13 +133,17 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
         init(_ reference: _UnretainedReference) { self = reference }
     }
 
-    /// A reference to a listener that never keeps it alive.
+    /// A reference to an object that never keeps it alive.
     struct _UnretainedReference: @unchecked Sendable {
-        // @unchecked Sendable: a weak reference is safe to load from any thread.
-        private weak let object: AnyObject?
-        /// The object's address, for identity only.
+        // @unchecked Sendable: a weak reference is safe to load from any thread,
+        // and `address` is immutable.
+        private weak var object: AnyObject?
+        /// The object's address, for identity only: unique only while the
+        /// object is alive (a weak reference does not keep the allocation).
         let address: UnsafeMutableRawPointer
 
+        /// Formed while the caller holds `object`, which is not deallocating
+        /// (registration refuses objects in their deinit before this point).
         init(_ object: AnyObject) {
             self.object = object
             // Unmanaged without a retain: only the address is kept.
@@ -101,57 +164,6 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
 
 #else
 
-    /// A Swift runtime entry point taking one object, looked up once with
-    /// `dlsym` (the compiler reserves `@_silgen_name` for its own use of runtime
-    /// symbols) and kept in `cache`. Both functions used here are part of the
-    /// runtime's stable ABI.
-    ///
-    /// The caches are statically initialized atomic words, so a call costs one
-    /// load more than a direct call (a lazy global would check its once-token
-    /// each time). Relaxed ordering suffices: the word publishes nothing but
-    /// itself, and every thread that looks the symbol up stores the same value.
-    @inline(never)
-    private func _runtimeFunctionAddress(_ name: StaticString, cache: borrowing Atomic<UInt>) -> UInt {
-        let handle: UnsafeMutableRawPointer? = nil  // RTLD_DEFAULT
-        guard
-            let symbol = name.withUTF8Buffer({
-                dlsym(handle, UnsafeRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self))
-            })
-        else {
-            preconditionFailure("SafeObserve: the Swift runtime does not export \(name)")
-        }
-        let address = UInt(bitPattern: symbol)
-        cache.store(address, ordering: .relaxed)
-        return address
-    }
-
-    private typealias _IsDeallocatingFunction = @convention(c) (UnsafeMutableRawPointer) -> Bool
-    private typealias _TryRetainFunction = @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?
-
-    private let _isDeallocatingAddress = Atomic<UInt>(0)
-    private let _tryRetainAddress = Atomic<UInt>(0)
-
-    /// `bool swift_isDeallocating(HeapObject *)`.
-    private var _isDeallocatingFunction: _IsDeallocatingFunction {
-        @inline(__always) get {
-            var address = _isDeallocatingAddress.load(ordering: .relaxed)
-            if address == 0 { address = _runtimeFunctionAddress("swift_isDeallocating", cache: _isDeallocatingAddress) }
-            // unsafeBitCast: the symbol's address, to the runtime's documented C signature.
-            return unsafeBitCast(address, to: _IsDeallocatingFunction.self)
-        }
-    }
-
-    /// `HeapObject *swift_tryRetain(HeapObject *)`: the object, +1, unless its
-    /// deinitialization began (then `NULL`).
-    private var _tryRetainFunction: _TryRetainFunction {
-        @inline(__always) get {
-            var address = _tryRetainAddress.load(ordering: .relaxed)
-            if address == 0 { address = _runtimeFunctionAddress("swift_tryRetain", cache: _tryRetainAddress) }
-            // unsafeBitCast: the symbol's address, to the runtime's documented C signature.
-            return unsafeBitCast(address, to: _TryRetainFunction.self)
-        }
-    }
-
     /// Whether `object` has started deinitialization (its strong count reached zero).
     ///
     /// Used to refuse new relations on an object that is being destroyed and to
@@ -159,7 +171,7 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
     @inline(__always)
     func _swift_isDeallocating(_ object: AnyObject) -> Bool {
         // Unmanaged without a retain: the caller holds `object` for the call.
-        _isDeallocatingFunction(Unmanaged.passUnretained(object).toOpaque())
+        swift_isDeallocating(Unmanaged.passUnretained(object).toOpaque())
     }
 
     /// Retains `object` (+1, for the caller to release) unless its
@@ -167,33 +179,23 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
     @inline(__always)
     func _tryRetain(_ object: AnyObject) -> Bool {
         // Unmanaged without a retain: the caller holds `object` for the call.
-        _tryRetainFunction(Unmanaged.passUnretained(object).toOpaque()) != nil
+        swift_tryRetain(Unmanaged.passUnretained(object).toOpaque()) != nil
     }
 
-    /// The runtime's `swift_tryRetain`, fetched once by a caller that probes
-    /// many objects in a row (a delivery loop), so that each probe is a plain
-    /// indirect call rather than one more check that a global is initialized.
+    /// The liveness probes, as the delivery loop uses them: direct calls
+    /// into the runtime.
     struct _Probe {
-        private let tryRetainFunction: @convention(c) (UnsafeMutableRawPointer) -> UnsafeMutableRawPointer?
-
         @inline(__always)
-        static var current: _Probe { _Probe(tryRetainFunction: _tryRetainFunction) }
+        static var current: _Probe { _Probe() }
 
         /// Retains `object` (+1, for the caller to release) unless its
         /// deinitialization began.
         @inline(__always)
-        func tryRetain(_ object: AnyObject) -> Bool {
-            // Unmanaged without a retain: the caller holds `object` for the call.
-            tryRetainFunction(Unmanaged.passUnretained(object).toOpaque()) != nil
-        }
+        func tryRetain(_ object: AnyObject) -> Bool { _tryRetain(object) }
 
         /// `reference.load()`.
         @inline(__always)
-        func load(_ reference: _ListenerHandle) -> AnyObject? {
-            guard tryRetainFunction(reference.address) != nil else { return nil }
-            // Unmanaged: balances the +1 that swift_tryRetain just took.
-            return Unmanaged<AnyObject>.fromOpaque(reference.address).takeRetainedValue()
-        }
+        func load(_ reference: _ListenerHandle) -> AnyObject? { reference.load() }
     }
 
     /// A relation's reference to its listener: only the address, probed with
@@ -212,14 +214,16 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
         /// locks: dropping the result may run the object's deinit.
         @inline(__always)
         func load() -> AnyObject? {
-            _Probe.current.load(self)
+            guard swift_tryRetain(address) != nil else { return nil }
+            // Unmanaged: balances the +1 that swift_tryRetain just took.
+            return Unmanaged<AnyObject>.fromOpaque(address).takeRetainedValue()
         }
 
         /// Whether deinitialization began. Never retains: safe under locks.
-        var isGone: Bool { _isDeallocatingFunction(address) }
+        var isGone: Bool { swift_isDeallocating(address) }
     }
 
-    /// A reference to a listener that never keeps it alive: an unowned
+    /// A reference to an object that never keeps it alive: an unowned
     /// reference (which keeps the object's allocation, not the object) and its
     /// address, probed with the runtime. A weak reference would do the same but
     /// move the object's reference counts into a side table for the rest of its
@@ -244,14 +248,10 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
         /// A strong reference unless deinitialization began. Call it outside
         /// locks: dropping the result may run the object's deinit.
         @inline(__always)
-        func load() -> AnyObject? {
-            guard _tryRetainFunction(address) != nil else { return nil }
-            // Unmanaged: balances the +1 that swift_tryRetain just took.
-            return Unmanaged<AnyObject>.fromOpaque(address).takeRetainedValue()
-        }
+        func load() -> AnyObject? { _ListenerHandle(self).load() }
 
         /// Whether deinitialization began. Never retains: safe under locks.
-        var isGone: Bool { _isDeallocatingFunction(address) }
+        var isGone: Bool { swift_isDeallocating(address) }
 
         /// Whether the object is alive, given that the caller holds a strong
         /// reference to the object with this identity (safe under a lock).
@@ -260,29 +260,6 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
         func isAlive(heldByCaller listener: AnyObject) -> Bool { true }
     }
 
-#endif
-
-/// The usable size of the heap block starting at `pointer` (a Swift object's
-/// allocation), to validate addresses said to lie inside it.
-func _allocationSize(of pointer: UnsafeRawPointer) -> Int {
-    #if canImport(Darwin)
-        return Int(malloc_size(pointer))
-    #else
-        return Int(_mallocUsableSizeFunction(UnsafeMutableRawPointer(mutating: pointer)))
-    #endif
-}
-
-#if !canImport(Darwin)
-    /// `size_t malloc_usable_size(void *)` (glibc and musl; not in their Swift
-    /// module maps), looked up once. Under AddressSanitizer this finds its
-    /// interceptor, which answers for its own allocations.
-    private let _mallocUsableSizeFunction: @convention(c) (UnsafeMutableRawPointer) -> Int = {
-        guard let symbol = dlsym(nil, "malloc_usable_size") else {
-            preconditionFailure("SafeObserve: the C library does not export malloc_usable_size")
-        }
-        // unsafeBitCast: a C function pointer, to its documented C signature.
-        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutableRawPointer) -> Int).self)
-    }()
 #endif
 
 /// The calling thread's identity (for values that wait for a change on the

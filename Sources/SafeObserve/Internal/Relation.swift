@@ -9,8 +9,23 @@ import Synchronization
 /// delivery loop free of generic metadata lookups.
 @usableFromInline
 typealias _Deliver =
-    @Sendable (_ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ isPrior: Bool) ->
+    @Sendable (_ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase) ->
     Void
+
+/// Which phase of a change a delivery is.
+@usableFromInline
+enum _Phase: Sendable {
+    /// Before the store (`.prior`); `change` carries the old value only.
+    case prior
+    /// After the store; `change` carries both values.
+    case change
+    /// The mutation announced by `.prior` threw: no change follows. Sent only
+    /// to a derivation's dependencies, and `change` must not be read.
+    case priorAbandoned
+}
+
+/// The source of relation identities: never reused, unlike addresses.
+private let _nextRelationID = Atomic<UInt64>(1)
 
 /// One observation relation: a listener watching one key path of one object.
 ///
@@ -25,6 +40,8 @@ typealias _Deliver =
 // @unchecked Sendable: every stored property is immutable or atomic, except
 // `slot` (only touched under the channel's lock).
 class _Relation: @unchecked Sendable {
+    /// The relation's identity for tokens: unique for the life of the process.
+    final let id = _nextRelationID.wrappingAdd(1, ordering: .relaxed).oldValue
     final let deliver: _Deliver
     final let options: ObservationOptions
     final let keyPath: AnyKeyPath
@@ -36,6 +53,10 @@ class _Relation: @unchecked Sendable {
     /// relation its proxy, a cycle that every way a relation ends breaks
     /// (removal, either side's teardown, the sweeps).
     final let proxy: _ListenerProxy
+    /// Whether this relation is one of a derivation's dependencies (internal:
+    /// its listener is the derivation, and introspection does not list it).
+    /// Set by the derivation only, never derived from a user's value.
+    final let isDependency: Bool
     /// The observed property's channel; `nil` for a derived key path
     /// (``_DerivedRelation``), whose derivation watches every property the key
     /// path reads.
@@ -50,19 +71,20 @@ class _Relation: @unchecked Sendable {
     /// A relation on `channel`, one `@Observed` property.
     convenience init(
         keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
-        channel: _Channel, deliver: @escaping _Deliver
+        channel: _Channel, isDependency: Bool = false, deliver: @escaping _Deliver
     ) {
         self.init(
             keyPath: keyPath, objectID: objectID, options: options, proxy: proxy, channelOrNil: channel,
-            deliver: deliver)
+            isDependency: isDependency, deliver: deliver)
     }
 
     /// `channelOrNil` is `nil` only for a ``_DerivedRelation``, which
     /// ``detachFromObservedSide()`` relies on.
     fileprivate init(
         keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
-        channelOrNil channel: _Channel?, deliver: @escaping _Deliver
+        channelOrNil channel: _Channel?, isDependency: Bool, deliver: @escaping _Deliver
     ) {
+        self.isDependency = isDependency
         self.deliver = deliver
         self.options = options
         self.keyPath = keyPath
@@ -72,15 +94,21 @@ class _Relation: @unchecked Sendable {
         self.channel = channel
     }
 
-    /// Whether this relation is one of a derivation's dependencies (internal:
-    /// its listener is the derivation, and introspection does not list it).
-    final var isDependency: Bool {
-        options.contains(._dependency)
-    }
-
     /// Whether the relation still delivers changes.
     final var isActive: Bool {
         active.load(ordering: .acquiring)
+    }
+
+    /// Whether the relation is active and its observed object alive.
+    ///
+    /// What introspection reports. A relation on a property whose object died
+    /// while a copy of its storage kept the sentinel (and so the relation)
+    /// alive is ended here, when it is noticed. Call it outside locks.
+    final var isLive: Bool {
+        guard isActive else { return false }
+        guard let channel, channel.object.isGone else { return true }
+        end()
+        return false
     }
 
     /// Flips the relation to ended; `true` for the one caller that did it.
@@ -129,7 +157,8 @@ final class _DerivedRelation: _Relation, @unchecked Sendable {
     ) {
         self.derivation = derivation
         super.init(
-            keyPath: keyPath, objectID: objectID, options: options, proxy: proxy, channelOrNil: nil, deliver: deliver)
+            keyPath: keyPath, objectID: objectID, options: options, proxy: proxy, channelOrNil: nil,
+            isDependency: false, deliver: deliver)
     }
 
     /// Stops the derivation and its dependencies (kept out of line: the cold

@@ -3,26 +3,69 @@
 /// Created on the first observation of the property and stored next to its
 /// value (in the `@Observed` storage, or in a ``SafeObservationRegistrar``),
 /// a sentinel is held by nothing else: its `deinit` runs while its object is
-/// being destroyed, before that memory can be reused, and tears down every
-/// relation on the property. Relations hold the ``_Channel`` (the shared
-/// state), never the sentinel, so they cannot delay that moment.
-// @unchecked Sendable: both stored properties are immutable; `object` is an
-// identity-only back-pointer that is never dereferenced as an object.
-@usableFromInline final class _Sentinel: @unchecked Sendable {
-    /// The observed object, for identity and debugging only.
-    // unowned(unsafe): never read after the object dies — the sentinel is owned
-    // by the object's own storage, so it cannot outlive it.
-    unowned(unsafe) let object: AnyObject
-
+/// being destroyed and tears down every relation on the property. Relations
+/// hold the ``_Channel`` (the shared state), never the sentinel, so they cannot
+/// delay that moment.
+///
+/// A copy of the storage (`Mirror(reflecting:).children` makes one) holds the
+/// sentinel too and delays its `deinit` until the copy dies. The channel's
+/// reference to its object (``_Channel/object``) lets everything that reports
+/// or reuses relations tell that the object died meanwhile; see
+/// ``_Relation/isLive``.
+@usableFromInline final class _Sentinel: Sendable {
     @usableFromInline
-    let channel = _Channel()
+    let channel: _Channel
 
     init(object: AnyObject) {
-        self.object = object
+        channel = _Channel(object: object)
+        _SentinelIndex.insert(channel)
     }
 
     deinit {
+        _SentinelIndex.remove(channel)
         channel.tearDown()
+    }
+}
+
+/// The channels of every observed property, by object: what introspection
+/// (``SafeObservation/relations(of:)``) and the invariant checks need, kept in
+/// SafeObserve's own state so that nothing ever reflects over an object.
+///
+/// A sentinel files its channel when it is created and removes it in its
+/// `deinit`. The lock is a leaf: taken while the registry's lock may be held
+/// (sentinels are created under it), it never takes another lock itself and
+/// runs no user code.
+enum _SentinelIndex {
+    struct Entry: _AddressKeyed {
+        let tableKey: ObjectIdentifier
+        let channel: _Channel
+    }
+
+    private static let table = _Mutex(_AddressTable<Entry>())
+
+    static func insert(_ channel: _Channel) {
+        table.withLock { $0.insert(Entry(tableKey: channel.objectID, channel: channel)) }
+    }
+
+    static func remove(_ channel: _Channel) {
+        let removed = table.withLock { $0.remove(under: channel.objectID) { $0.channel === channel } }
+        _ = removed  // released unlocked
+    }
+
+    /// The channels of `object`'s observed properties, in the order they were
+    /// first observed. A channel whose object died (its sentinel kept alive by
+    /// a copy of the storage) is never `object`'s, even at a reused address.
+    ///
+    /// - Complexity: O(*p*) expected, *p* being the observed properties of `object`.
+    static func channels(of object: AnyObject) -> [_Channel] {
+        var channels: [_Channel] = []
+        table.withLock { table in
+            table.forEach(under: ObjectIdentifier(object)) { entry in
+                channels.append(entry.channel)
+                return true
+            }
+        }
+        return channels.filter { $0.object.isAlive(heldByCaller: object) }
     }
 }
 

@@ -43,9 +43,10 @@ struct ResolutionCacheTests {
         let field = _KeyPathResolutionCache.sentinelField(for: \Base.name)
         #expect(field != nil)
         if let field {
-            // Unmanaged without a retain: `object` is held; only its address is used.
-            let base = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
-            #expect(field.offset > 0 && field.offset < _allocationSize(of: base))
+            // The metadata places `name`'s sentinel there, and nothing else's.
+            let named = _ObservedFields.field(withSentinelAt: field.offset, in: Base.self)
+            #expect(named?.name == "name")
+            #expect(_ObservedFields.fields(of: Derived.self).map(\.name) == ["count", "name", "extra"])
             let relations = field.channel(in: object)?.liveRelations().map(ObservationToken.init)
             #expect(relations == [token], "the offset led to another property's channel")
         }

@@ -1,0 +1,3 @@
+// Declarations only (see include/CSafeObserveRuntime.h); SwiftPM needs one
+// source file per C target.
+#include "CSafeObserveRuntime.h"

@@ -1,0 +1,43 @@
+// The Swift and Objective-C runtime entry points SafeObserve calls, declared
+// here so that they are linked directly: with a static standard library
+// (`--static-swift-stdlib`, `-static-executable`) the runtime's symbols are not
+// exported to `dlsym`, but the static linker resolves these declarations.
+//
+// What SafeObserve relies on, and how a change would be noticed:
+// - The two Swift functions are declared with `SWIFT_RUNTIME_EXPORT` in the
+//   runtime's `swift/Runtime/HeapObject.h`, with these C signatures, and have
+//   been since Swift 4; the stdlib's own `_getUnownedRetainCount` family and
+//   several open-source packages link them the same way. They are not part of
+//   the documented language ABI: a runtime that dropped or renamed one would
+//   fail to link (an error at build time, never a crash at run time), and the
+//   test suite exercises both on every platform it builds.
+// - `swift_isDeallocating` answers whether the object's strong count reached
+//   zero (its deinit started); `swift_tryRetain` retains the object unless it
+//   did, returning it (+1) or NULL. Both are atomic and never trap.
+#ifndef CSAFEOBSERVE_RUNTIME_H
+#define CSAFEOBSERVE_RUNTIME_H
+
+#include <stdbool.h>
+
+/// `bool swift_isDeallocating(HeapObject *)`.
+bool swift_isDeallocating(void *_Nonnull object);
+
+/// `HeapObject *swift_tryRetain(HeapObject *)`.
+void *_Nullable swift_tryRetain(void *_Nonnull object);
+
+#if defined(__APPLE__)
+/// Whether instances of `cls` use Swift's native reference counting (not
+/// NSObject's): `swift/Runtime/Metadata.h`, exported on Objective-C platforms.
+bool swift_objc_class_usesNativeSwiftReferenceCounting(const void *_Nonnull cls);
+
+/// Objective-C weak references that never trap. `objc_initWeak` traps when its
+/// object is deallocating ("Cannot form weak reference to instance ... in the
+/// process of deallocation"); the `OrNil` variant stores nil instead. Exported
+/// by libobjc (objc-internal.h) since macOS 10.11 / iOS 9.
+void *_Nullable objc_initWeakOrNil(void *_Nullable *_Nonnull location, void *_Nullable object);
+void *_Nullable objc_loadWeakRetained(void *_Nullable *_Nonnull location);
+void objc_destroyWeak(void *_Nullable *_Nonnull location);
+void objc_release(void *_Nullable object);
+#endif
+
+#endif

@@ -1,0 +1,63 @@
+@_spi(Reflection) import Swift
+
+/// The `@Observed` stored properties of a class, as its type metadata
+/// describes them: declared name and where each keeps its sentinel.
+///
+/// SafeObserve never reads an object's stored properties other than the
+/// `@Observed` storage a key path leads to, so it never reflects over
+/// instances (`Mirror` would read every field: a dead `unowned` one traps, an
+/// `unowned(unsafe)` one is a use-after-free, a concurrent write to an
+/// unrelated field races, and a custom mirror runs user code). Metadata is
+/// immutable and describes every instance of the class alike, superclass
+/// fields included.
+///
+/// Used where a layout fact is needed once per class or per key path: to
+/// validate the sentinel offset that registration caches (``_SentinelField``)
+/// and to name key paths in descriptions (``_KeyPathNames``). The answers are
+/// cached per class (classes are finitely many; metadata is never freed).
+enum _ObservedFields {
+    struct Field: Sendable {
+        /// The property's declared name: `count` for `@Observed var count`.
+        let name: String
+        /// The byte offset of its `_sentinel` field from the object's start.
+        let sentinelOffset: Int
+    }
+
+    private static let cache = _Mutex([ObjectIdentifier: [Field]]())
+
+    /// The `@Observed` properties of `type` and its superclasses.
+    ///
+    /// - Complexity: O(1) expected once `type` was seen; O(*p*) in its stored
+    ///   properties the first time. Runs no user code.
+    static func fields(of type: AnyClass) -> [Field] {
+        let id = ObjectIdentifier(type)
+        if let known = cache.withLock({ $0[id] }) { return known }
+        var fields: [Field] = []
+        // `classType` (1 << 0): offsets from the object's start; superclass
+        // fields included. (The option is a `static var` of the standard
+        // library, so its raw value is spelled here.)
+        _ = _forEachField(of: type, options: _EachFieldOptions(rawValue: 1 << 0)) { name, offset, fieldType, _ in
+            if let storage = fieldType as? any _ObservedStorage.Type {
+                var label = String(cString: name)
+                // `@Observed var count` is stored as `_count`.
+                if label.hasPrefix("_") { label.removeFirst() }
+                fields.append(Field(name: label, sentinelOffset: offset + storage._sentinelOffset))
+            }
+            return true
+        }
+        cache.withLock { $0[id] = fields }
+        return fields
+    }
+
+    /// The `@Observed` property of `type` whose sentinel lies `offset` bytes
+    /// into its instances, if there is one.
+    static func field(withSentinelAt offset: Int, in type: AnyClass) -> Field? {
+        fields(of: type).first { $0.sentinelOffset == offset }
+    }
+}
+
+/// `Observed<Value>` seen without its `Value` (metadata queries only).
+protocol _ObservedStorage {
+    /// Where `_sentinel` sits inside the storage.
+    static var _sentinelOffset: Int { get }
+}
