@@ -60,10 +60,11 @@ extension ObservationControllerOwner {
 /// let observationControllerStorage = ObservationControllerStorage()
 /// ```
 public final class ObservationControllerStorage: Sendable {
-    /// One controller per static owner type (see
-    /// ``ObservationControllerOwner/observationController``), keyed by the
-    /// identity of that type.
-    private let controllers = _Mutex<[ObjectIdentifier: AnyObject]>([:])
+    /// The owner's address, recorded by the first controller made (identity
+    /// only; the storage dies with its owner), and one controller per static
+    /// owner type (see ``ObservationControllerOwner/observationController``),
+    /// keyed by the identity of that type.
+    private let state = _Mutex<(owner: UInt?, controllers: [ObjectIdentifier: AnyObject])>((nil, [:]))
 
     /// Creates empty storage; the controller is created on first use.
     ///
@@ -76,12 +77,22 @@ public final class ObservationControllerStorage: Sendable {
         let key = ObjectIdentifier(Owner.self)
         // Creating a controller runs no user code (it only allocates and forms
         // a weak reference), so it may happen under the lock.
-        let controller: AnyObject? = controllers.withLock { controllers in
-            if let existing = controllers[key] { return existing }
-            if _swift_isDeallocating(owner) { return nil }
+        // Unmanaged without a retain: the address only, as an identity.
+        let ownerAddress = UInt(bitPattern: Unmanaged.passUnretained(owner).toOpaque())
+        let (controller, isShared) = state.withLock { state -> (AnyObject?, Bool) in
+            if let first = state.owner, first != ownerAddress { return (nil, true) }
+            if let existing = state.controllers[key] { return (existing, false) }
+            if _swift_isDeallocating(owner) { return (nil, false) }
             let created = ObservationController(observer: owner)
-            controllers[key] = created
-            return created
+            state.owner = ownerAddress
+            state.controllers[key] = created
+            return (created, false)
+        }
+        if isShared {
+            _Diagnostics.reportProgrammerError(
+                "SafeObserve: a \(type(of: owner)) returns an ObservationControllerStorage that another object "
+                    + "already uses, so its controller would deliver to that object; each "
+                    + "ObservationControllerOwner needs its own, declared as a stored `let`")
         }
         guard let controller else {
             return ObservationController(detachedWithRetainsObserved: true)

@@ -35,7 +35,11 @@ import Synchronization
 /// after the mutation, and the old value before it when some relation asks
 /// for `.old`. Nothing is read while nobody observes the property.
 public final class SafeObservationRegistrar: Sendable {
-    private let sentinels = _Mutex<[AnyKeyPath: _Sentinel]>([:])
+    /// The sentinels of the key paths observed so far, in first-observation
+    /// order. A list, not a dictionary: hashing a key path may run user code
+    /// (its subscript arguments' `hash(into:)`), which must never run under
+    /// the lock; see `_KeyPathMatcher`.
+    private let sentinels = _Mutex<[(keyPath: AnyKeyPath, sentinel: _Sentinel)]>([])
 
     /// Creates an empty registrar; nothing is allocated per property until
     /// the property is first observed.
@@ -100,23 +104,32 @@ public final class SafeObservationRegistrar: Sendable {
         tracker.record(_Access(object: object, wrappedKeyPath: keyPath, channel: sentinel.channel))
     }
 
+    /// The sentinel of `keyPath`, created on its first observation with `create`.
+    ///
+    /// - Complexity: O(*k*) in the key paths observed so far, with no user
+    ///   code unless `keyPath` is not one of them by identity.
     private func sentinel(for object: AnyObject, keyPath: AnyKeyPath, create: Bool) -> _Sentinel? {
-        if let existing = sentinels.withLock({ $0[keyPath] }) {
-            return existing
+        var matcher = _KeyPathMatcher(keyPath)
+        var candidate: _Sentinel?
+        while true {
+            // Identity under the lock; `==` unlocked, then again with the verdicts.
+            let (found, retry) = sentinels.withLock { sentinels -> (_Sentinel?, Bool) in
+                if let found = sentinels.first(where: { matcher.matches($0.keyPath) == true }) {
+                    return (found.sentinel, false)
+                }
+                if matcher.needsComparison { return (nil, true) }
+                guard let candidate else { return (nil, false) }
+                sentinels.append((keyPath, candidate))
+                return (candidate, false)
+            }
+            if let found { return found }
+            if retry {
+                matcher.compareQueued()
+                continue
+            }
+            // Never create a sentinel inside the object's own deinit.
+            guard create, candidate == nil, !_swift_isDeallocating(object) else { return nil }
+            candidate = _Sentinel(object: object)
         }
-        // Never create a sentinel inside the object's own deinit.
-        guard create, !_swift_isDeallocating(object) else { return nil }
-        let candidate = _Sentinel(object: object)
-        let winner = sentinels.withLock { sentinels in
-            if let existing = sentinels[keyPath] { return existing }
-            sentinels[keyPath] = candidate
-            return candidate
-        }
-        return winner
-    }
-
-    /// The channels of the properties observed so far (introspection).
-    func channels() -> [_Channel] {
-        sentinels.withLock { $0.values.map(\.channel) }
     }
 }

@@ -28,8 +28,9 @@ struct _AddressTable<Element: _AddressKeyed> {
     private static func home(of key: ObjectIdentifier, mask: Int) -> Int {
         // Heap objects are 16-byte aligned: drop the bits that never vary,
         // then spread the rest (Fibonacci hashing).
-        let bits = UInt(bitPattern: key) &>> 4
-        return Int(truncatingIfNeeded: (bits &* 0x9E37_79B9_7F4A_7C15) &>> 29) & mask
+        // The top log2(capacity) bits of the product (`mask` is capacity - 1;
+        // for a single slot, no bits: the `& mask` makes it 0).
+        _fibonacciHash(UInt(bitPattern: key) &>> 4, bits: Int.bitWidth - mask.leadingZeroBitCount) & mask
     }
 
     // MARK: Queries

@@ -85,7 +85,7 @@ struct _KeyPathResolutionCache {
     private var slots = ContiguousArray(repeating: Entry(), count: slotCount)
 
     private static func slot(of keyPath: AnyKeyPath) -> Int {
-        Int(truncatingIfNeeded: ((UInt(bitPattern: ObjectIdentifier(keyPath)) &>> 4) &* 0x9E37_79B9_7F4A_7C15) &>> 58)
+        _fibonacciHash(UInt(bitPattern: ObjectIdentifier(keyPath)) &>> 4, bits: 6)
     }
 
     /// The sentinel field `keyPath` resolves to, if known.

@@ -20,7 +20,7 @@ struct _ListenerClassCache {
     private var slots = ContiguousArray(repeating: Entry(), count: slotCount)
 
     private static func slot(of type: ObjectIdentifier) -> Int {
-        Int(truncatingIfNeeded: ((UInt(bitPattern: type) &>> 4) &* 0x9E37_79B9_7F4A_7C15) &>> 58)
+        _fibonacciHash(UInt(bitPattern: type) &>> 4, bits: 6)
     }
 
     /// `.some(type)` if `listener`'s class adopts ``SafeObserver``,
@@ -46,6 +46,33 @@ struct _ListenerClassCache {
         let observerType = (listener as? any SafeObserver).map { Swift.type(of: $0) }
         _Registry.withLock { $0.listenerClasses.record(observerType, forClassOf: listener) }
         return observerType
+    }
+
+    /// The proxy in `listener`'s lifetime (+1, for the caller to take),
+    /// created on first use with `create`.
+    ///
+    /// Before creating it, checks that `observerLifetime` is stored: a
+    /// computed one (a new lifetime on each access) would take the proxy
+    /// with it when it dies right after this call, silently ending every
+    /// relation. That mistake is reported, and the registration refused.
+    ///
+    /// - Complexity: O(1); the check reads `observerLifetime` once more, on
+    ///   the listener's first observation only.
+    // Unmanaged: a +1 the caller takes or releases.
+    static func retainedProxy<Observer: SafeObserver>(
+        of listener: AnyObject, as type: Observer.Type, create: Bool
+    ) -> Unmanaged<_ListenerProxy>? {
+        let lifetime = lifetime(of: listener, as: type)
+        if let proxy = lifetime.retainedProxy(for: listener, create: false) { return proxy }
+        guard create else { return nil }
+        guard Self.lifetime(of: listener, as: type) === lifetime else {
+            _Diagnostics.reportProgrammerError(
+                "SafeObserve: a \(Swift.type(of: listener)) returns a new ObserverLifetime each time "
+                    + "`observerLifetime` is read, so nothing it observes would last; declare it as a stored "
+                    + "`let observerLifetime = ObserverLifetime()`")
+            return nil
+        }
+        return lifetime.retainedProxy(for: listener, create: true)
     }
 
     /// `listener`'s lifetime, `Observer` being its class's conformance.

@@ -33,25 +33,38 @@ final class _ListenerProxy: Sendable {
     /// - Complexity: O(*k*) expected, *k* being the key paths observed on the
     ///   candidate's object.
     func insert(_ candidate: _Relation, existing: inout _Relation?) -> Bool {
-        var stale: _Relation?
-        let accepted = state.withLock { state -> Bool in
-            guard !state.isTornDown else { return false }
-            let keyPath = candidate.keyPath
-            let sameKeyPath = { (relation: _Relation) in relation.keyPath === keyPath || relation.keyPath == keyPath }
-            if let found = state.relations.first(under: candidate.objectID, where: sameKeyPath) {
-                if found.isActive, found.channel === candidate.channel {
-                    existing = found
-                    return true
+        // Key paths are compared by identity under the lock, by `==` after
+        // unlocking (see `_KeyPathMatcher`); each retry knows more verdicts.
+        var matcher = _KeyPathMatcher(candidate.keyPath)
+        while true {
+            var stale: _Relation?
+            let accepted = state.withLock { state -> Bool? in
+                guard !state.isTornDown else { return false }
+                var found: _Relation?
+                state.relations.forEach(under: candidate.objectID) { relation in
+                    guard matcher.matches(relation.keyPath) == true else { return true }
+                    found = copy relation
+                    return false
                 }
-                // Ended (its `forget` is on its way) or stale: replace it.
-                state.relations.remove(under: candidate.objectID) { $0 === found }
-                stale = found
+                if found == nil, matcher.needsComparison { return nil }
+                if let found {
+                    if found.isActive, found.channel === candidate.channel {
+                        existing = found
+                        return true
+                    }
+                    // Ended (its `forget` is on its way) or stale: replace it.
+                    state.relations.remove(under: candidate.objectID) { $0 === found }
+                    stale = found
+                }
+                state.relations.insert(candidate)
+                return true
             }
-            state.relations.insert(candidate)
-            return true
+            if let accepted {
+                stale?.end()
+                return accepted
+            }
+            matcher.compareQueued()
         }
-        stale?.end()
-        return accepted
     }
 
     /// Forgets `relation` (already ended by the caller).
@@ -80,24 +93,32 @@ final class _ListenerProxy: Sendable {
     ///
     /// - Complexity: O(*k*) expected, *k* being the key paths observed on `object`.
     func endRelations(on object: ObjectIdentifier, keyPath: AnyKeyPath?) {
-        // The first one inline: one key path per call is the common case and
-        // must not allocate.
-        let (first, others) = state.withLock { state -> (_Relation?, [_Relation]) in
-            var first: _Relation?
-            var others: [_Relation] = []
-            while let relation = state.relations.remove(
-                under: object, where: { keyPath == nil || $0.keyPath === keyPath || $0.keyPath == keyPath })
-            {
-                if relation.markEnded() {
-                    if first == nil { first = relation } else { others.append(relation) }
+        guard let keyPath else {
+            let ended = state.withLock { state -> [_Relation] in
+                var ended: [_Relation] = []
+                while let relation = state.relations.remove(under: object, where: { _ in true }) {
+                    if relation.markEnded() { ended.append(relation) }
                 }
-                // One relation per key path: done once it is found.
-                if keyPath != nil { break }
+                return ended
             }
-            return (first, others)
+            for relation in ended { relation.detachFromObservedSide() }
+            return
         }
-        first?.detachFromObservedSide()
-        for relation in others { relation.detachFromObservedSide() }
+        // One relation per key path. Key paths are compared by identity under
+        // the lock, by `==` after unlocking (see `_KeyPathMatcher`).
+        var matcher = _KeyPathMatcher(keyPath)
+        while true {
+            let (ended, retry) = state.withLock { state -> (_Relation?, Bool) in
+                let found = state.relations.remove(under: object) { matcher.matches($0.keyPath) == true }
+                if let relation = found {
+                    return (relation.markEnded() ? relation : nil, false)
+                }
+                return (nil, matcher.needsComparison)
+            }
+            ended?.detachFromObservedSide()
+            guard retry else { return }
+            matcher.compareQueued()
+        }
     }
 
     /// Removes every relation; with `final`, the proxy accepts no new ones.
@@ -143,8 +164,7 @@ final class _ListenerProxy: Sendable {
         case .proxy:
             preconditionFailure("SafeObserve: a proxy found in the table is taken by the caller")
         case .observer:
-            return _ListenerClassCache.lifetime(of: listener, as: observerType!)
-                .retainedProxy(for: listener, create: create)
+            return _ListenerClassCache.retainedProxy(of: listener, as: observerType!, create: create)
         case .noProxy:
             // Unmanaged: +1 for the caller.
             return create ? Unmanaged.passRetained(_ProxyTable.insertProxy(for: listener)) : nil
@@ -158,11 +178,11 @@ final class _ListenerProxy: Sendable {
     private static func ofUnknownClass(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
         if let observerType = _ListenerClassCache.lookUpSlowly(listener) {
             // Unmanaged: takes the +1 `retainedProxy` returns.
-            return _ListenerClassCache.lifetime(of: listener, as: observerType)
-                .retainedProxy(for: listener, create: create)?.takeRetainedValue()
+            return _ListenerClassCache.retainedProxy(of: listener, as: observerType, create: create)?
+                .takeRetainedValue()
         }
         // Unmanaged: the +1 `existingProxy` took.
-        let existing = _Registry.withLock { $0.proxies.existingProxy(of: listener, create: create) }?
+        let existing = _Registry.withLock { $0.proxies.existingProxy(of: listener) }?
             .takeRetainedValue()
         guard create, existing == nil else { return existing }
         return _ProxyTable.insertProxy(for: listener)
@@ -200,17 +220,17 @@ struct _ProxyTable {
 
     /// The proxy of `listener`, if it has one.
     ///
-    /// An entry at the listener's address is this listener's — alive, or
-    /// inside its deinit (registering from a deinit is refused earlier) —
-    /// unless the platform can reuse a dead listener's address before its
-    /// entry is swept: with `create`, such an entry is ignored (and replaced
-    /// by ``insertProxy(for:)``).
+    /// An entry at the listener's address is this listener's unless the
+    /// platform can reuse a dead listener's address before its entry is swept
+    /// (the portable probes: a weak reference does not keep the allocation).
+    /// Such an entry is never returned (with `create`, ``insertProxy(for:)``
+    /// replaces it).
     ///
     /// - Complexity: O(1) expected.
-    func existingProxy(of listener: AnyObject, create: Bool) -> Unmanaged<_ListenerProxy>? {
+    func existingProxy(of listener: AnyObject) -> Unmanaged<_ListenerProxy>? {
         entries.first(under: ObjectIdentifier(listener)) { entry in
             // Unmanaged: +1, for the caller to take.
-            !create || entry.proxy.listener.isAlive(heldByCaller: listener) ? Unmanaged.passRetained(entry.proxy) : nil
+            entry.proxy.listener.refers(to: listener) ? Unmanaged.passRetained(entry.proxy) : nil
         }
     }
 
@@ -222,7 +242,7 @@ struct _ProxyTable {
         let id = ObjectIdentifier(listener)
         let (proxy, candidates, replaced) = _Registry.withLock { state -> (_ListenerProxy, [Entry], Entry?) in
             if let entry = state.proxies.entries.first(under: id, where: { _ in true }),
-                entry.proxy.listener.isAlive(heldByCaller: listener)
+                entry.proxy.listener.refers(to: listener)
             {
                 return (entry.proxy, [], nil)  // another thread inserted it meanwhile
             }

@@ -35,62 +35,98 @@ import Synchronization
     }
 }
 
-/// The lock word and the state it guards, in one allocation.
-// Every `State` in SafeObserve holds only Sendable values or references used
-// for identity and liveness checks.
-@usableFromInline
-// @unchecked Sendable: `state` is only touched between `lock()` and `unlock()`.
-final class _LockedStorage<State>: @unchecked Sendable {
-    /// 0: unlocked; 1: locked; 2: locked, and a thread may be parked waiting.
+// The lock and the state it guards, in one allocation. Every `State` in
+// SafeObserve holds only Sendable values or references used for identity and
+// liveness checks.
+#if canImport(Darwin)
+    /// Apple platforms: an `os_unfair_lock`, which donates the waiting
+    /// thread's priority to the owner (as Observation's locks do), so a
+    /// main-thread change never waits behind a background thread at low
+    /// priority. The word lock below cannot donate priority.
     @usableFromInline
-    let word = Atomic<UInt32>(0)
+    final class _LockedStorage<State>: @unchecked Sendable {
+        // @unchecked Sendable: `state` is only touched between `lock()` and `unlock()`.
 
-    /// Guarded by `word`.
-    // @exclusivity(unchecked): the lock already makes every access exclusive;
-    // the dynamic check would cost more than the lock itself.
-    @exclusivity(unchecked) @usableFromInline
-    var state: State
+        /// The lock, at an address that never moves (allocated once).
+        @usableFromInline
+        let unfairLock = _PlatformUnfairLock()
 
-    init(_ state: State) {
-        self.state = state
+        /// Guarded by `unfairLock`.
+        // @exclusivity(unchecked): the lock already makes every access exclusive.
+        @exclusivity(unchecked) @usableFromInline
+        var state: State
+
+        init(_ state: State) {
+            self.state = state
+        }
+
+        deinit {
+            unfairLock.deallocate()
+        }
+
+        @inlinable @inline(__always)
+        func lock() { unfairLock.lock() }
+
+        @inlinable @inline(__always)
+        func unlock() { unfairLock.unlock() }
     }
+#else
+    /// The lock word and the state it guards.
+    @usableFromInline
+    // @unchecked Sendable: `state` is only touched between `lock()` and `unlock()`.
+    final class _LockedStorage<State>: @unchecked Sendable {
+        /// 0: unlocked; 1: locked; 2: locked, and a thread may be parked waiting.
+        @usableFromInline
+        let word = Atomic<UInt32>(0)
 
-    @inlinable @inline(__always)
-    func lock() {
-        if word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { return }
-        lockContended()
-    }
+        /// Guarded by `word`.
+        // @exclusivity(unchecked): the lock already makes every access exclusive;
+        // the dynamic check would cost more than the lock itself.
+        @exclusivity(unchecked) @usableFromInline
+        var state: State
 
-    @inlinable @inline(__always)
-    func unlock() {
-        if word.exchange(0, ordering: .releasing) == 2 { unlockContended() }
-    }
+        init(_ state: State) {
+            self.state = state
+        }
 
-    @usableFromInline @inline(never)
-    func lockContended() {
-        // Critical sections are a few dozen instructions: spin a little first.
-        for _ in 0..<64 {
-            if word.load(ordering: .relaxed) == 0,
-                word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged
-            {
-                return
+        @inlinable @inline(__always)
+        func lock() {
+            if word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { return }
+            lockContended()
+        }
+
+        @inlinable @inline(__always)
+        func unlock() {
+            if word.exchange(0, ordering: .releasing) == 2 { unlockContended() }
+        }
+
+        @usableFromInline @inline(never)
+        func lockContended() {
+            // Critical sections are a few dozen instructions: spin a little first.
+            for _ in 0..<64 {
+                if word.load(ordering: .relaxed) == 0,
+                    word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged
+                {
+                    return
+                }
+            }
+            // Park. Marking the word 2 under the bucket's mutex, and waiting on its
+            // condition while holding that mutex, means an unlock that sees 2 can
+            // only broadcast once this thread waits: no wakeup is lost.
+            _ParkingLot.withBucket(for: self) { bucket in
+                while word.exchange(2, ordering: .acquiring) != 0 {
+                    bucket.wait()
+                }
             }
         }
-        // Park. Marking the word 2 under the bucket's mutex, and waiting on its
-        // condition while holding that mutex, means an unlock that sees 2 can
-        // only broadcast once this thread waits: no wakeup is lost.
-        _ParkingLot.withBucket(for: self) { bucket in
-            while word.exchange(2, ordering: .acquiring) != 0 {
-                bucket.wait()
-            }
+
+        @usableFromInline @inline(never)
+        func unlockContended() {
+            _ParkingLot.withBucket(for: self) { bucket in bucket.broadcast() }
         }
     }
 
-    @usableFromInline @inline(never)
-    func unlockContended() {
-        _ParkingLot.withBucket(for: self) { bucket in bucket.broadcast() }
-    }
-}
+#endif
 
 /// Where threads wait for a contended ``_Mutex``: a fixed set of buckets, each
 /// a pthread mutex and condition variable, chosen by the lock's address.

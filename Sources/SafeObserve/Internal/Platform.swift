@@ -157,9 +157,17 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
         /// Whether deinitialization began. Loads weakly: call it outside locks.
         var isGone: Bool { object == nil }
 
-        /// Whether the object is alive, given that the caller holds a strong
-        /// reference to the object with this identity (safe under a lock).
-        func isAlive(heldByCaller listener: AnyObject) -> Bool { object === listener }
+        /// Whether this is a reference to `object`, which the caller holds
+        /// and which has this reference's address (safe under a lock).
+        ///
+        /// A weak reference does not keep the allocation, so a dead object's
+        /// address may have been reused by `object`: then the reference reads
+        /// nil. It also reads nil while `object` itself is in its deinit; that
+        /// case counts as a match (a caller in a deinit only ends relations,
+        /// which is right for either object).
+        func refers(to object: AnyObject) -> Bool {
+            self.object === object || (self.object == nil && _swift_isDeallocating(object))
+        }
     }
 
 #else
@@ -253,11 +261,11 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
         /// Whether deinitialization began. Never retains: safe under locks.
         var isGone: Bool { swift_isDeallocating(address) }
 
-        /// Whether the object is alive, given that the caller holds a strong
-        /// reference to the object with this identity (safe under a lock).
+        /// Whether this is a reference to `object`, which the caller holds
+        /// and which has this reference's address (safe under a lock).
         /// Always: `memory` keeps the address from being reused, so the
         /// caller's object is this one.
-        func isAlive(heldByCaller listener: AnyObject) -> Bool { true }
+        func refers(to object: AnyObject) -> Bool { true }
     }
 
 #endif
@@ -281,7 +289,37 @@ func _writeToStandardError(_ message: String) {
     }
 }
 
-// MARK: - Parking primitives (the slow path of `_Mutex`)
+// MARK: - Apple platforms' lock
+
+#if canImport(Darwin)
+    /// An `os_unfair_lock` at a stable address (a lock must never move).
+    @usableFromInline
+    struct _PlatformUnfairLock: @unchecked Sendable {
+        // @unchecked Sendable: the pointer is immutable; the lock it points to
+        // is made for concurrent use.
+        @usableFromInline
+        let pointer: UnsafeMutablePointer<os_unfair_lock>
+
+        init() {
+            pointer = .allocate(capacity: 1)
+            pointer.initialize(to: os_unfair_lock())
+        }
+
+        /// Frees the lock (its owner's `deinit`; nobody holds or waits for it).
+        func deallocate() {
+            pointer.deinitialize(count: 1)
+            pointer.deallocate()
+        }
+
+        @inlinable @inline(__always)
+        func lock() { os_unfair_lock_lock(pointer) }
+
+        @inlinable @inline(__always)
+        func unlock() { os_unfair_lock_unlock(pointer) }
+    }
+#endif
+
+// MARK: - Parking primitives (the slow path of `_Mutex` off Apple platforms)
 
 /// The platform mutex of a ``_ParkingLot`` bucket.
 typealias _PlatformMutex = pthread_mutex_t

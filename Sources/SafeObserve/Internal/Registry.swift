@@ -121,7 +121,7 @@ extension _Registry.State {
             observerType = type
             return .observer
         case .some(.none):
-            proxy = proxies.existingProxy(of: listener, create: create)
+            proxy = proxies.existingProxy(of: listener)
             return proxy == nil ? .noProxy : .proxy
         }
     }

@@ -65,7 +65,7 @@ enum _SentinelIndex {
                 return true
             }
         }
-        return channels.filter { $0.object.isAlive(heldByCaller: object) }
+        return channels.filter { $0.object.refers(to: object) }
     }
 }
 

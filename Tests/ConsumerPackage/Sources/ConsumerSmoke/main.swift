@@ -1,0 +1,215 @@
+// ConsumerSmoke: SafeObserve used from another package, as users ship it.
+//
+// CI builds this program in debug and release, with `--static-swift-stdlib`,
+// as a static executable (`-Xswiftc -static-executable`) and under the
+// address sanitizer, and runs each build. It exits non-zero if any check fails.
+//
+//   cd Tests/ConsumerPackage && swift run -c release ConsumerSmoke
+
+import SafeObserve
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+// MARK: - Checks
+
+nonisolated(unsafe) var failures: [String] = []  // nonisolated(unsafe): this program is single-threaded.
+nonisolated(unsafe) var passed = 0  // nonisolated(unsafe): as above.
+
+func check(_ condition: Bool, _ what: String) {
+    if condition {
+        passed += 1
+    } else {
+        failures.append(what)
+        print("FAILED: \(what)")
+    }
+}
+
+final class Deaths: @unchecked Sendable {
+    // @unchecked Sendable: this program is single-threaded.
+    var count = 0
+}
+
+// MARK: - Fixtures
+
+final class Counter: SafeObservable {
+    @Observed var count = 0
+    let deaths: Deaths?
+    init(deaths: Deaths? = nil) { self.deaths = deaths }
+    deinit { deaths?.count += 1 }
+}
+
+final class Label {
+    var text = ""
+    let deaths: Deaths?
+    init(deaths: Deaths? = nil) { self.deaths = deaths }
+    deinit { deaths?.count += 1 }
+}
+
+final class Dashboard: SafeObserver {
+    let observerLifetime = ObserverLifetime()
+    var seen = 0
+}
+
+/// Captured by handlers: released exactly when the relation ends.
+final class Capture: Sendable {
+    let deaths: Deaths
+    init(_ deaths: Deaths) { self.deaths = deaths }
+    deinit { deaths.count += 1 }
+}
+
+/// Statically initialized in optimized builds (a data-segment object).
+final class Settings: SafeObservable, @unchecked Sendable {
+    // @unchecked Sendable: this program is single-threaded.
+    static let shared = Settings()
+    @Observed var volume = 1
+}
+
+let globalSettings = Settings()
+
+final class Owner {}
+
+final class HoldsDeadUnowned: SafeObservable {
+    @Observed var count = 0
+    unowned var owner: Owner
+    init(owner: Owner) { self.owner = owner }
+}
+
+final class Reflecting: SafeObservable, CustomReflectable {
+    @Observed var count = 0
+    var mirrorCalls = 0
+    var customMirror: Mirror {
+        mirrorCalls += 1
+        return Mirror(self, children: [])
+    }
+}
+
+// MARK: - The three ways KVO crashes
+
+do {
+    // 1. The listener dies while registered.
+    let counter = Counter()
+    var label: Label? = Label()
+    counter.safeObserve(\.count, by: label!) { label, _, change in label.text = "\(change.newValue!)" }
+    counter.count = 1
+    check(label?.text == "1", "a change reaches a live listener")
+    label = nil
+    counter.count = 2
+    check(SafeObservation.relations(of: counter).isEmpty, "a dead listener's relation ends at the next change")
+}
+do {
+    // 2. The observed object dies while observed.
+    let label = Label()
+    var counter: Counter? = Counter()
+    counter!.safeObserve(\.count, by: label, options: [.initial, .new]) { label, _, change in
+        label.text = "\(change.newValue!)"
+    }
+    counter = nil
+    check(SafeObservation.relations(observedBy: label).isEmpty, "an object's death ends its relations")
+}
+do {
+    // 3. More removals than additions.
+    let counter = Counter()
+    let label = Label()
+    let token = counter.safeObserve(\.count, by: label) { _, _, _ in }
+    counter.safeUnobserve(\.count, by: label)
+    counter.safeUnobserve(\.count, by: label)
+    token.invalidate()
+    counter.safeUnobserve(by: label)
+    check(!token.isActive, "removal is idempotent")
+}
+
+// MARK: - Lifetimes, both directions
+
+do {
+    let deaths = Deaths()
+    weak var weakCounter: Counter?
+    weak var weakLabel: Label?
+    do {
+        let counter = Counter(deaths: deaths)
+        let label = Label(deaths: deaths)
+        weakCounter = counter
+        weakLabel = label
+        let capture = Capture(deaths)
+        counter.safeObserve(\.count, by: label) { _, _, _ in _ = capture }
+        counter.safeObserve(\.count, by: counter) { _, _, _ in _ = capture }  // self-observation
+        counter.count += 1
+    }
+    check(weakCounter == nil && weakLabel == nil, "nothing keeps either side alive")
+    check(deaths.count == 3, "both sides and the handlers' capture are released (\(deaths.count) of 3)")
+}
+do {
+    let deaths = Deaths()
+    let counter = Counter()
+    var dashboard: Dashboard? = Dashboard()
+    let capture = Capture(deaths)
+    counter.safeObserve(\.count, by: dashboard!) { dashboard, _, _ in
+        dashboard.seen += 1
+        _ = capture
+    }
+    _ = consume capture
+    counter.count = 1
+    check(dashboard?.seen == 1, "an opt-in listener receives changes")
+    dashboard = nil
+    check(deaths.count == 1, "an opt-in listener's death releases its handlers at once")
+    check(SafeObservation.relations(of: counter).isEmpty, "an opt-in listener's death ends its relations")
+}
+
+// MARK: - Objects and values users have
+
+do {
+    // Statically allocated singletons (global `let`, `static let`): observed
+    // twice each, so the second registration takes the cached path.
+    for settings in [globalSettings, Settings.shared] {
+        let label = Label()
+        let token = settings.safeObserve(\.volume, by: label) { label, _, change in label.text = "\(change.newValue!)" }
+        let second = settings.safeObserve(\.volume, by: Label()) { _, _, _ in }
+        settings.volume += 1
+        check(label.text == "\(settings.volume)", "a singleton's change is delivered")
+        token.invalidate()
+        second.invalidate()
+    }
+}
+do {
+    // A dead `unowned` field SafeObserve must never read, twice (cached path).
+    for _ in 0..<2 {
+        let object = HoldsDeadUnowned(owner: Owner())
+        let label = Label()
+        let token = object.safeObserve(\.count, by: label) { label, _, _ in label.text = "seen" }
+        object.count = 1
+        check(label.text == "seen", "an object with a dead unowned field is observed")
+        check(SafeObservation.relations(of: object) == [token], "introspection skips fields it does not own")
+    }
+}
+do {
+    // A custom mirror is user code SafeObserve never runs.
+    let object = Reflecting()
+    let label = Label()
+    let token = object.safeObserve(\.count, by: label) { _, _, _ in }
+    check(SafeObservation.relations(of: object) == [token], "a CustomReflectable object's relations are listed")
+    check(object.mirrorCalls == 0, "no custom mirror runs")
+}
+do {
+    // Every bit of the public options value, then the object's death.
+    let label = Label()
+    var counter: Counter? = Counter()
+    let token = counter!.safeObserve(\.count, by: label, options: ObservationOptions(rawValue: 0xFB)) { label, _, c in
+        label.text += c.isPrior ? "p" : "c"
+    }
+    counter!.count = 1
+    check(label.text == "pc", "unknown option bits are ignored")
+    counter = nil
+    check(!token.isActive, "the object's death ends a relation with unknown option bits")
+}
+
+if failures.isEmpty {
+    print("consumer smoke: \(passed) passed, 0 failed")
+} else {
+    print("consumer smoke: \(passed) passed, \(failures.count) failed")
+    exit(1)
+}
