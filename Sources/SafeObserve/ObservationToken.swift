@@ -15,9 +15,9 @@
 /// A token is a small value that keeps nothing alive: not the listener, not
 /// the observed object, not the handler. Once the relation ends, its handler
 /// and everything the handler captured are released even while tokens for it
-/// are still around. (A token does keep the relation's bookkeeping
-/// *allocated* — a few dozen bytes, never its contents — so that its identity
-/// stays unique while the token exists.)
+/// are still around. (On Linux a token keeps the relation's bookkeeping
+/// *allocated* — a few dozen bytes, never its contents — until the token is
+/// dropped. Its identity is an id that is never reused.)
 ///
 /// Tokens compare equal when they refer to the same relation: observing the
 /// same key path of the same object by the same listener twice returns equal

@@ -109,12 +109,12 @@ public final class SafeObservationRegistrar: Sendable {
     /// - Complexity: O(*k*) in the key paths observed so far, with no user
     ///   code unless `keyPath` is not one of them by identity.
     private func sentinel(for object: AnyObject, keyPath: AnyKeyPath, create: Bool) -> _Sentinel? {
-        var matcher = _KeyPathMatcher(keyPath)
+        var matcher = _KeyPathMatcher()
         var candidate: _Sentinel?
         while true {
             // Identity under the lock; `==` unlocked, then again with the verdicts.
             let (found, retry) = sentinels.withLock { sentinels -> (_Sentinel?, Bool) in
-                if let found = sentinels.first(where: { matcher.matches($0.keyPath) == true }) {
+                if let found = sentinels.first(where: { matcher.matches($0.keyPath, keyPath) == true }) {
                     return (found.sentinel, false)
                 }
                 if matcher.needsComparison { return (nil, true) }
@@ -124,7 +124,7 @@ public final class SafeObservationRegistrar: Sendable {
             }
             if let found { return found }
             if retry {
-                matcher.compareQueued()
+                matcher.compareQueued(with: keyPath)
                 continue
             }
             // Never create a sentinel inside the object's own deinit.

@@ -145,6 +145,60 @@ struct ForeignFieldsTests {
     }
 }
 
+private class GenericBox<Payload>: SafeObservable {
+    var payload: Payload
+    @Observed var count = 0
+    init(_ payload: Payload) { self.payload = payload }
+}
+
+private final class BoxOfStrings: GenericBox<String> {
+    @Observed var label = ""
+}
+
+extension ForeignFieldsTests {
+    /// Field offsets of generic classes depend on the specialization; the
+    /// cached offset must be validated per class, never assumed.
+    @Test func genericClassesAndTheirSubclasses_resolveTheirOwnFields() {
+        let listener = Listener()
+        let small = GenericBox<UInt8>(1)
+        let large = GenericBox<(Int, Int, Int, Int)>((1, 2, 3, 4))
+        let sub = BoxOfStrings("x")
+        let tokens = [
+            small.safeObserve(\.count, by: listener) { listener, _, _ in listener.record("small") },
+            large.safeObserve(\.count, by: listener) { listener, _, _ in listener.record("large") },
+            sub.safeObserve(\.label, by: listener) { listener, _, _ in listener.record("label") },
+            (sub as GenericBox<String>).safeObserve(\.count, by: listener) { listener, _, _ in
+                listener.record("sub")
+            },
+        ]
+        small.count = 1
+        large.count = 1
+        sub.label = "y"
+        sub.count = 1
+        #expect(listener.log == ["small", "large", "label", "sub"])
+        #expect(SafeObservation.relations(of: sub).count == 2)
+        #expect(tokens.allSatisfy { !$0.debugDescription.contains("<computed") })
+        #expect(large.payload.3 == 4 && small.payload == 1)  // neighbouring fields untouched
+    }
+
+    /// A key path formed in generic code (a new object on each call) names
+    /// the same property and dedupes with the literal.
+    @Test func keyPathsFormedInGenericCode_dedupeWithLiterals() {
+        let object = Counter()
+        let listener = Listener()
+        let literal = object.safeObserve(\.count, by: listener) { _, _, _ in }
+        #expect(observeGenerically(object, by: listener) { _, _, _ in } == literal)
+        #expect(SafeObservation.relations(of: object) == [literal])
+    }
+}
+
+/// Forms `\.count` inside generic code: a new key-path object on each call.
+private func observeGenerically<Root: Counter>(
+    _ root: Root, by listener: Listener, _ handler: @escaping @Sendable (Listener, Root, ObservedChange<Int>) -> Void
+) -> ObservationToken {
+    root.safeObserve(\.count, by: listener, changeHandler: handler)
+}
+
 private final class Settings: SafeObservable, @unchecked Sendable {
     // @unchecked Sendable: test fixture; only `volume` is mutated, by one test.
     static let shared = Settings()

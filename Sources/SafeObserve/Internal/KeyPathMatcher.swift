@@ -3,47 +3,59 @@
 ///
 /// `AnyKeyPath`'s `==` and `hash(into:)` call the `==` and `hash(into:)` of
 /// subscript arguments (`\.items[index]`, `\.[key]`): user code, which may
-/// be slow, may throw a fit, or may call SafeObserve. So under a lock key
-/// paths are only compared by identity (which is also the common case: a
-/// key-path literal is one object per use site); a key path that is not
-/// identical is queued, compared after unlocking, and the caller retries
-/// with the verdict known.
+/// be slow or may call SafeObserve. So under a lock key paths are only
+/// compared by identity (the common case: a key-path literal is one object
+/// per use site); a key path that is not identical is queued, compared after
+/// unlocking, and the caller retries with the verdict known.
+///
+/// Costs nothing until a key path that is not identical is met: the common
+/// registration never allocates or retains anything for it.
 ///
 /// ```swift
-/// var matcher = _KeyPathMatcher(keyPath)
+/// var matcher = _KeyPathMatcher()
 /// while true {
-///     let found = lock.withLock { state in state.first { matcher.matches($0.keyPath) == true } }
+///     let found = lock.withLock { state in state.first { matcher.matches($0.keyPath, keyPath) == true } }
 ///     guard matcher.needsComparison else { return found }
-///     matcher.compareQueued()   // unlocked
+///     matcher.compareQueued(with: keyPath)   // unlocked
 /// }
 /// ```
 struct _KeyPathMatcher {
-    let keyPath: AnyKeyPath
-    /// Key paths compared already, with the verdict.
-    private var verdicts: [(other: AnyKeyPath, isEqual: Bool)] = []
-    /// Key paths met under the lock that still need `==`.
-    private var queued: [AnyKeyPath] = []
-
-    init(_ keyPath: AnyKeyPath) {
-        self.keyPath = keyPath
+    private final class Verdicts {
+        /// Key paths compared already, with the verdict.
+        var known: [(other: AnyKeyPath, isEqual: Bool)] = []
+        /// Key paths met under the lock that still need `==`.
+        var queued: [AnyKeyPath] = []
     }
 
-    /// Whether `other` equals the key path: `true` or `false` when known
-    /// without user code, `nil` when it was queued for ``compareQueued()``.
-    /// Safe under a lock.
-    mutating func matches(_ other: AnyKeyPath) -> Bool? {
+    /// Created on the first key path that is not identical.
+    private var verdicts: Verdicts?
+
+    /// Whether `other` equals `keyPath`: `true` or `false` when known without
+    /// user code, `nil` when it was queued for ``compareQueued(with:)``. Safe
+    /// under a lock (allocates, runs no user code).
+    @inline(__always)
+    mutating func matches(_ other: AnyKeyPath, _ keyPath: AnyKeyPath) -> Bool? {
         if other === keyPath { return true }
-        if let verdict = verdicts.first(where: { $0.other === other }) { return verdict.isEqual }
-        if !queued.contains(where: { $0 === other }) { queued.append(other) }
+        return lookUp(other)
+    }
+
+    @inline(never)
+    private mutating func lookUp(_ other: AnyKeyPath) -> Bool? {
+        let verdicts = self.verdicts ?? Verdicts()
+        self.verdicts = verdicts
+        if let verdict = verdicts.known.first(where: { $0.other === other }) { return verdict.isEqual }
+        if !verdicts.queued.contains(where: { $0 === other }) { verdicts.queued.append(other) }
         return nil
     }
 
     /// Whether some key path met under the lock is still to be compared.
-    var needsComparison: Bool { !queued.isEmpty }
+    var needsComparison: Bool { verdicts.map { !$0.queued.isEmpty } ?? false }
 
-    /// Compares the queued key paths. Call it outside locks: it runs user code.
-    mutating func compareQueued() {
-        for other in queued { verdicts.append((other, other == keyPath)) }
-        queued.removeAll()
+    /// Compares the queued key paths with `keyPath`. Call it outside locks:
+    /// it runs user code.
+    mutating func compareQueued(with keyPath: AnyKeyPath) {
+        guard let verdicts else { return }
+        for other in verdicts.queued { verdicts.known.append((other, other == keyPath)) }
+        verdicts.queued.removeAll()
     }
 }

@@ -59,12 +59,22 @@ struct _ListenerClassCache {
     /// - Complexity: O(1); the check reads `observerLifetime` once more, on
     ///   the listener's first observation only.
     // Unmanaged: a +1 the caller takes or releases.
+    @inline(__always)
     static func retainedProxy<Observer: SafeObserver>(
         of listener: AnyObject, as type: Observer.Type, create: Bool
     ) -> Unmanaged<_ListenerProxy>? {
+        if let proxy = lifetime(of: listener, as: type).retainedProxy(for: listener, create: false) { return proxy }
+        return create ? retainedNewProxy(of: listener, as: type) : nil
+    }
+
+    /// The first observation of a ``SafeObserver`` listener: checks that its
+    /// lifetime is stored, then creates the proxy (+1, for the caller).
+    @inline(never)
+    // Unmanaged: a +1 the caller takes or releases.
+    private static func retainedNewProxy<Observer: SafeObserver>(
+        of listener: AnyObject, as type: Observer.Type
+    ) -> Unmanaged<_ListenerProxy>? {
         let lifetime = lifetime(of: listener, as: type)
-        if let proxy = lifetime.retainedProxy(for: listener, create: false) { return proxy }
-        guard create else { return nil }
         guard Self.lifetime(of: listener, as: type) === lifetime else {
             _Diagnostics.reportProgrammerError(
                 "SafeObserve: a \(Swift.type(of: listener)) returns a new ObserverLifetime each time "

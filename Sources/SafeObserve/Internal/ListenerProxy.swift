@@ -10,6 +10,27 @@ final class _ListenerProxy: Sendable {
         /// Active relations, filed under their observed object.
         var relations = _AddressTable<_Relation>()
         var isTornDown = false
+
+        /// Files `candidate`, given the relation `found` on the same object
+        /// and key path (if any): dedupes onto an active one on the same
+        /// channel, or replaces an ended or stale one (returned in `stale`,
+        /// for the caller to end unlocked).
+        @inline(__always)
+        mutating func settle(
+            _ candidate: _Relation, found: _Relation?, existing: inout _Relation?, stale: inout _Relation?
+        ) -> Bool {
+            if let found {
+                if found.isActive, found.channel === candidate.channel {
+                    existing = found
+                    return true
+                }
+                // Ended (its `forget` is on its way) or stale: replace it.
+                relations.remove(under: candidate.objectID) { $0 === found }
+                stale = found
+            }
+            relations.insert(candidate)
+            return true
+        }
     }
 
     let state = _Mutex(State())
@@ -33,37 +54,54 @@ final class _ListenerProxy: Sendable {
     /// - Complexity: O(*k*) expected, *k* being the key paths observed on the
     ///   candidate's object.
     func insert(_ candidate: _Relation, existing: inout _Relation?) -> Bool {
-        // Key paths are compared by identity under the lock, by `==` after
-        // unlocking (see `_KeyPathMatcher`); each retry knows more verdicts.
-        var matcher = _KeyPathMatcher(candidate.keyPath)
+        // Key paths are compared by identity under the lock, and by `==` only
+        // after unlocking (see `_KeyPathMatcher`). The common case — no other
+        // key path on the object, or an identical one — is settled at once.
+        var stale: _Relation?
+        let accepted = state.withLock { state -> Bool? in
+            guard !state.isTornDown else { return false }
+            var found: _Relation?
+            var isUnsure = false
+            state.relations.forEach(under: candidate.objectID) { relation in
+                guard relation.keyPath === candidate.keyPath else {
+                    isUnsure = true
+                    return true
+                }
+                found = copy relation
+                return false
+            }
+            if found == nil, isUnsure { return nil }
+            return state.settle(candidate, found: found, existing: &existing, stale: &stale)
+        }
+        guard let accepted else { return insertComparingKeyPaths(candidate, existing: &existing) }
+        stale?.end()
+        return accepted
+    }
+
+    /// ``insert(_:existing:)`` when the object has relations on key paths
+    /// that are not identical to the candidate's: compares them unlocked, then
+    /// retries with the verdicts known.
+    @inline(never)
+    private func insertComparingKeyPaths(_ candidate: _Relation, existing: inout _Relation?) -> Bool {
+        var matcher = _KeyPathMatcher()
         while true {
             var stale: _Relation?
             let accepted = state.withLock { state -> Bool? in
                 guard !state.isTornDown else { return false }
                 var found: _Relation?
                 state.relations.forEach(under: candidate.objectID) { relation in
-                    guard matcher.matches(relation.keyPath) == true else { return true }
+                    guard matcher.matches(relation.keyPath, candidate.keyPath) == true else { return true }
                     found = copy relation
                     return false
                 }
                 if found == nil, matcher.needsComparison { return nil }
-                if let found {
-                    if found.isActive, found.channel === candidate.channel {
-                        existing = found
-                        return true
-                    }
-                    // Ended (its `forget` is on its way) or stale: replace it.
-                    state.relations.remove(under: candidate.objectID) { $0 === found }
-                    stale = found
-                }
-                state.relations.insert(candidate)
-                return true
+                return state.settle(candidate, found: found, existing: &existing, stale: &stale)
             }
             if let accepted {
                 stale?.end()
                 return accepted
             }
-            matcher.compareQueued()
+            matcher.compareQueued(with: candidate.keyPath)
         }
     }
 
@@ -106,10 +144,10 @@ final class _ListenerProxy: Sendable {
         }
         // One relation per key path. Key paths are compared by identity under
         // the lock, by `==` after unlocking (see `_KeyPathMatcher`).
-        var matcher = _KeyPathMatcher(keyPath)
+        var matcher = _KeyPathMatcher()
         while true {
             let (ended, retry) = state.withLock { state -> (_Relation?, Bool) in
-                let found = state.relations.remove(under: object) { matcher.matches($0.keyPath) == true }
+                let found = state.relations.remove(under: object) { matcher.matches($0.keyPath, keyPath) == true }
                 if let relation = found {
                     return (relation.markEnded() ? relation : nil, false)
                 }
@@ -117,7 +155,7 @@ final class _ListenerProxy: Sendable {
             }
             ended?.detachFromObservedSide()
             guard retry else { return }
-            matcher.compareQueued()
+            matcher.compareQueued(with: keyPath)
         }
     }
 
