@@ -92,14 +92,13 @@ final class _Channel: Sendable {
     /// (its sentinel may outlive it in a copy of the storage).
     let object: _UnretainedReference
 
-    /// The observed object's identity.
-    var objectID: ObjectIdentifier {
-        // Unmanaged without a retain: the address only, as an identity.
-        ObjectIdentifier(Unmanaged<AnyObject>.fromOpaque(object.address).takeUnretainedValue())
-    }
+    /// The observed object's identity (taken while it was alive, so that
+    /// the sentinel's `deinit` never forms a reference to a dying object).
+    let objectID: ObjectIdentifier
 
     init(object: AnyObject) {
         self.object = _UnretainedReference(object)
+        objectID = ObjectIdentifier(object)
     }
 
     // MARK: Emission
