@@ -17,6 +17,14 @@ import Synchronization
 /// stored property. The bookkeeping for observers (a sentinel) is created on
 /// the property's first observation and dies with the object.
 ///
+/// Mutating in place (`inbox.messages.append(m)`, `title += "!"`, a
+/// `mutating` method) is one change, delivered after the mutation, and never
+/// copies the value unless a relation asks for `.old`:
+///
+/// ```swift
+/// inbox.messages.append(message)   // O(1); observers get one change
+/// ```
+///
 /// `@Observed` works only inside classes that conform to ``SafeObservable``;
 /// elsewhere it does not compile.
 ///
@@ -109,6 +117,64 @@ public struct Observed<Value> {
                 )
             }
         }
+        // In-place mutation (`items.append(x)`, `text += "!"`, `count += 1`):
+        // the value is yielded where it is stored, never copied, so a
+        // collection mutated in place stays uniquely referenced. Observed,
+        // the old value is copied only when a relation asks for `.old`,
+        // exactly as in the setter.
+        @inline(__always) _modify {
+            // The sentinel's bits, as in the setter. One yield only (the
+            // optimizer inlines single-yield accessors, and only inlined do
+            // the key paths fold to field accesses); the observed side is
+            // out of line, and every read of the value stays here.
+            let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+            let emission = sentinelBits == 0 ? nil : _beginInPlaceChange(of: instance, sentinelBits: sentinelBits)
+            let old: Value? = emission?.needsOld == true ? instance[keyPath: storageKeyPath]._value : nil
+            if let emission { _deliverPrior(emission, of: instance, old: old) }
+            // After the access ends, so handlers may read the property. An
+            // abandoned access resumes only this `defer`.
+            var didMutate = false
+            defer {
+                if let emission {
+                    let new: Value? = didMutate ? instance[keyPath: storageKeyPath]._value : nil
+                    _endInPlaceChange(emission, of: instance, new: new, old: old)
+                }
+            }
+            yield &instance[keyPath: storageKeyPath]._value
+            didMutate = true
+        }
+    }
+
+    /// `_modify` of an observed property, before the value is yielded: the
+    /// emission (`nil` if nobody listens). Out of line, like the two below,
+    /// so that the accessor stays small enough to inline.
+    @usableFromInline @inline(never)
+    static func _beginInPlaceChange(of instance: some SafeObservable, sentinelBits: UInt) -> _Channel.Emission? {
+        // Unmanaged: the sentinel borrowed as in the setter (`sentinelBits` is non-zero).
+        Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
+            ._withUnsafeGuaranteedRef { $0.channel.beginEmission(on: instance) }
+    }
+
+    /// Delivers the prior phase of an in-place change.
+    @usableFromInline @inline(never)
+    static func _deliverPrior(_ emission: _Channel.Emission, of instance: some SafeObservable, old: Value?) {
+        emission.deliverPrior(root: instance, old: old)
+    }
+
+    /// `_modify` of an observed property, after the access ended: delivers
+    /// the change (`new` is `nil` when the access was abandoned: then
+    /// derivations learn that no change follows the prior phase) and ends the
+    /// emission.
+    @usableFromInline @inline(never)
+    static func _endInPlaceChange(
+        _ emission: _Channel.Emission, of instance: some SafeObservable, new: Value?, old: Value?
+    ) {
+        defer { emission.end(root: instance) }
+        guard let new else {
+            if emission.hasPrior { emission.abandonPriorPhase(root: instance) }
+            return
+        }
+        emission.deliverChange(root: instance, new: new, old: old)
     }
 
     /// Registration is resolving a key path: record this property, creating

@@ -10,8 +10,9 @@ private final class Mixed: SafeObservable {
 }
 
 /// Programmer errors: clear messages naming the type and key path, and an
-/// inert token instead of a crash. Serialized: the diagnostics handler is global.
-@Suite("Programmer errors", .serialized)
+/// inert token instead of a crash. (Each test's handler is its own task's, so
+/// the suite runs in parallel with everything else.)
+@Suite("Programmer errors")
 struct DiagnosticsTests {
     private func expectRejected<Value>(
         _ keyPath: KeyPath<Mixed, Value>, on object: Mixed, mentioning fragments: [String]

@@ -83,6 +83,22 @@ public final class PlainModel {
     public init() {}
 }
 
+/// A list whose items are appended to in place (the floor).
+public final class PlainList {
+    /// A plain stored array.
+    public var items: [Int] = []
+    /// Creates an empty list.
+    public init() {}
+}
+
+/// The same list with an `@Observed` array.
+public final class SafeList: SafeObservable {
+    /// An observable array.
+    @Observed public var items: [Int] = []
+    /// Creates an empty list.
+    public init() {}
+}
+
 /// The same model with the Observation module (a peer).
 @Observable
 public final class ObservableModel {
@@ -163,6 +179,60 @@ public enum Scenarios {
     /// The scenarios `InstructionCounts list` numbers.
     public static let all: [Scenario] =
         setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling + chains + rebinding
+        + cliffs
+
+    // (issue 13) Patterns whose cost must stay proportional to live relations.
+    static let cliffs: [Scenario] = [
+        Scenario(operation: "append to an [Int] property", peer: "plain stored property", operationsPerIteration: 1) {
+            n in
+            let list = PlainList()
+            measure(n) { n in for i in 0..<n { list.items.append(i) } }
+            blackHole(list)
+        },
+        Scenario(operation: "append to an [Int] property", peer: "SafeObserve @Observed", operationsPerIteration: 1) {
+            n in
+            let list = SafeList()
+            measure(n) { n in for i in 0..<n { list.items.append(i) } }
+            blackHole(list)
+        },
+        Scenario(
+            operation: "append to an [Int] property", peer: "SafeObserve @Observed, observed [.new]",
+            operationsPerIteration: 1
+        ) { n in
+            let list = SafeList()
+            let sink = Sink()
+            list.safeObserve(\.items, by: sink) { sink, _, change in sink.add(change.newValue!.count) }
+            measure(n) { n in for i in 0..<n { list.items.append(i) } }
+            blackHole((list, sink))
+        },
+        registerNewListener(afterPeak: 0),
+        registerNewListener(afterPeak: 100_000),
+    ]
+
+    /// Registers `n` new plain listeners, after `peak` others observed an
+    /// object and died with it (0: a cold process).
+    static func registerNewListener(afterPeak peak: Int) -> Scenario {
+        Scenario(
+            operation: "register a new plain listener",
+            peer: peak == 0 ? "SafeObserve, cold" : "SafeObserve, after a \(peak) listener peak",
+            operationsPerIteration: 1
+        ) { n in
+            if peak > 0 {
+                var object: SafeModel? = SafeModel()
+                var sinks: [Sink]? = (0..<peak).map { _ in Sink() }
+                for sink in sinks! { object!.safeObserve(\.value, by: sink) { _, _, _ in } }
+                sinks = nil
+                object = nil
+            }
+            let model = SafeModel()
+            let sinks = (0..<n).map { _ in Sink() }
+            model.safeObserve(\.value, by: Sink()) { _, _, _ in }.invalidate()  // first observation: sentinel
+            measure(n) { n in
+                for index in 0..<n { model.safeObserve(\.value, by: sinks[index]) { _, _, _ in } }
+            }
+            blackHole((model, sinks))
+        }
+    }
 
     // (1) A property set that nobody observes.
     static let setUnobserved: [Scenario] = [

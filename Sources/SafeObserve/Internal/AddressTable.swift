@@ -11,9 +11,10 @@ protocol _AddressKeyed {
 /// a relation would hash with SipHash and allocate a list per key, about a
 /// third of what an observation costs. An address only needs a multiplicative
 /// hash, and elements sharing a key simply sit in neighbouring slots.
-/// Starts empty, without storage; grows at 3/4 load; keeps its capacity
-/// until ``removeAll()`` (a listener that observes and unobserves in a loop
-/// must not reallocate each time).
+/// Starts empty, without storage; grows at 3/4 load; shrinks below 1/8 load
+/// past 16 slots, so memory follows the live elements after a peak (a
+/// listener that observes and unobserves in a loop never reallocates: a
+/// small table never shrinks).
 struct _AddressTable<Element: _AddressKeyed> {
     private var slots: ContiguousArray<Element?> = []
     private(set) var count = 0
@@ -118,6 +119,7 @@ struct _AddressTable<Element: _AddressKeyed> {
         while let element = slots[index] {
             if element.tableKey == key, predicate(element) {
                 removeSlot(index)
+                if slots.count > 16, count * 8 < slots.count { shrink() }
                 return element
             }
             index = (index + 1) & mask
@@ -157,8 +159,19 @@ struct _AddressTable<Element: _AddressKeyed> {
     }
 
     private mutating func grow() {
+        rehash(capacity: Swift.max(8, slots.count * 2))
+    }
+
+    /// Halves the load to about 1/2: amortized O(1), since 3/4 of the
+    /// elements must go before the next shrink.
+    @inline(never)
+    private mutating func shrink() {
+        rehash(capacity: Swift.max(16, (count * 2).nextPowerOfTwo))
+    }
+
+    private mutating func rehash(capacity: Int) {
         let old = slots
-        slots = ContiguousArray(repeating: nil, count: Swift.max(8, old.count * 2))
+        slots = ContiguousArray(repeating: nil, count: capacity)
         count = 0
         for case let element? in old {
             insert(element)
@@ -182,5 +195,12 @@ struct _AddressTable<Element: _AddressKeyed> {
         }
         precondition(seen == count, "_AddressTable: count \(count) but \(seen) elements")
         precondition(slots.isEmpty || slots.count & (slots.count - 1) == 0, "_AddressTable: capacity not a power of 2")
+    }
+}
+
+extension Int {
+    /// The smallest power of two not less than `self` (1 for 0 and 1).
+    fileprivate var nextPowerOfTwo: Int {
+        self <= 1 ? 1 : 1 << (Int.bitWidth - (self - 1).leadingZeroBitCount)
     }
 }

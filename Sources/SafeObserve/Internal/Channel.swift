@@ -64,6 +64,24 @@ final class _Channel: Sendable {
             }
         }
 
+        /// Delivers the prior phase (before the store) to the relations that
+        /// asked for `.prior`, if any.
+        @inlinable @inline(__always)
+        func deliverPrior<Value>(root: AnyObject, old: Value?) {
+            guard hasPrior else { return }
+            withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
+                deliver(root: root, change: $0, phase: .prior)
+            }
+        }
+
+        /// Delivers the change (after the store).
+        @inlinable @inline(__always)
+        func deliverChange<Value>(root: AnyObject, new: Value, old: Value?) {
+            withUnsafePointer(to: ObservedChange(newValue: new, oldValue: old)) {
+                deliver(root: root, change: $0, phase: .change)
+            }
+        }
+
         /// The mutation threw after the prior phase: no change follows it.
         /// Derivations drop the old values they captured in that phase (so
         /// none outlives the change it was for); nothing is delivered.
@@ -122,19 +140,13 @@ final class _Channel: Sendable {
         guard let emission = beginEmission(on: root) else { return try mutate() }
         defer { emission.end(root: root) }
         let old: Value? = emission.needsOld ? readOld() : nil
-        if emission.hasPrior {
-            withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
-                emission.deliver(root: root, change: $0, phase: .prior)
-            }
-        }
+        emission.deliverPrior(root: root, old: old)
         // Folds away when `mutate` cannot throw (an `@Observed` setter).
         var didMutate = false
         defer { if !didMutate, emission.hasPrior { emission.abandonPriorPhase(root: root) } }
         let result = try mutate()
         didMutate = true
-        withUnsafePointer(to: ObservedChange(newValue: readNew(), oldValue: old)) {
-            emission.deliver(root: root, change: $0, phase: .change)
-        }
+        emission.deliverChange(root: root, new: readNew(), old: old)
         return result
     }
 
@@ -219,6 +231,9 @@ final class _Channel: Sendable {
             while let last = state.relations.last, last == nil {
                 state.relations.removeLast()
             }
+            // After a peak, give the storage back (nothing is released with
+            // it but memory: the list is empty).
+            if state.relations.isEmpty, state.relations.capacity > 64 { state.relations = [] }
             let ended = state.relations.count - state.liveCount
             if ended >= 16, ended > state.liveCount {
                 Self.compact(&state)
@@ -230,7 +245,9 @@ final class _Channel: Sendable {
         _ = removed
     }
 
-    /// Drops the ended slots, keeping order and capacity.
+    /// Drops the ended slots, keeping order; gives storage back when the
+    /// list uses under a quarter of it (the relations it holds are kept by
+    /// the new list, so releasing the old one frees only memory).
     private static func compact(_ state: inout State) {
         var kept = 0
         for index in state.relations.indices {
@@ -240,6 +257,12 @@ final class _Channel: Sendable {
             kept += 1
         }
         state.relations.removeLast(state.relations.count - kept)
+        if state.relations.capacity > 64, state.relations.capacity > 4 * kept {
+            var smaller = ContiguousArray<_Relation?>()
+            smaller.reserveCapacity(kept)
+            smaller.append(contentsOf: state.relations)
+            state.relations = smaller
+        }
         state.sweepCursor = 0
     }
 
@@ -265,6 +288,7 @@ final class _Channel: Sendable {
             // One short critical section per relation: most relations of an
             // object have distinct listeners, so grouping would not pay.
             relation.proxy.forget(relation)
+            relation.proxy.retireIfEmpty()
             if relation.isDependency, let derivation = relation.listener.load() as? _Derivation {
                 derivations.append((derivation, relation))
             }

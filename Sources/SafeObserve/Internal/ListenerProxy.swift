@@ -39,8 +39,42 @@ final class _ListenerProxy: Sendable {
     /// reference per listener, which all its relations share.
     let listener: _UnretainedReference
 
-    init(listener: AnyObject) {
+    /// The listener's identity: the proxy table files the proxy under it.
+    let listenerID: ObjectIdentifier
+
+    /// Whether the proxy is filed in the ``_ProxyTable`` (a listener that
+    /// does not adopt ``SafeObserver``), rather than in an
+    /// ``ObserverLifetime`` or a derivation.
+    let isInProxyTable: Bool
+
+    init(listener: AnyObject, isInProxyTable: Bool = false) {
         self.listener = _UnretainedReference(listener)
+        listenerID = ObjectIdentifier(listener)
+        self.isInProxyTable = isInProxyTable
+    }
+
+    /// Takes a proxy-table proxy left with no relation out of the table, so
+    /// that a listener whose relations all ended — its objects died — keeps
+    /// nothing allocated in SafeObserve, whether it is alive or dies later.
+    ///
+    /// Called where relations end because their object died (cold paths);
+    /// never on explicit removal, so a listener that observes and unobserves
+    /// in a loop keeps its proxy. A registration that raced with the
+    /// retirement finds the proxy torn down and retries with a new one.
+    ///
+    /// - Complexity: O(1) expected.
+    func retireIfEmpty() {
+        guard isInProxyTable else { return }
+        let retired = state.withLock { state -> Bool in
+            guard !state.isTornDown, state.relations.isEmpty else { return false }
+            state.isTornDown = true
+            return true
+        }
+        guard retired else { return }
+        let removed = _Registry.withLock { state in
+            state.proxies.remove(self)
+        }
+        _ = removed  // released unlocked
     }
 
     /// Records `candidate`, unless the proxy already holds an active relation
@@ -288,7 +322,7 @@ struct _ProxyTable {
             // Amortized sweep: two old entries per new one, probed after
             // unlocking (a liveness check must not run under the lock).
             let candidates = [state.proxies.nextSweepCandidate(), state.proxies.nextSweepCandidate()].compactMap { $0 }
-            let proxy = _ListenerProxy(listener: listener)
+            let proxy = _ListenerProxy(listener: listener, isInProxyTable: true)
             state.proxies.entries.insert(Entry(id: id, proxy: proxy))
             return (proxy, candidates, replaced)
         }
@@ -299,10 +333,16 @@ struct _ProxyTable {
         return proxy
     }
 
-    /// The next entry, round-robin, for the sweep.
+    /// Removes `proxy`'s entry (its listener's relations all ended).
+    mutating func remove(_ proxy: _ListenerProxy) -> Entry? {
+        entries.remove(under: proxy.listenerID) { $0.proxy === proxy }
+    }
+
+    /// The next entry, round-robin, for the sweep; `nil` if 16 slots in a
+    /// row are empty (bounded work: the table shrinks below 1/8 load, so an
+    /// entry is usually a few slots away).
     private mutating func nextSweepCandidate() -> Entry? {
-        // Empty slots are at most 3/4 of the table: a few steps find an entry.
-        for _ in 0..<entries.capacity {
+        for _ in 0..<Swift.min(16, entries.capacity) {
             if sweepCursor >= entries.capacity { sweepCursor = 0 }
             defer { sweepCursor += 1 }
             if let entry = entries.element(inSlot: sweepCursor) { return entry }
@@ -333,5 +373,10 @@ struct _ProxyTable {
     /// Entries, live or not yet swept (leak tests).
     static var count: Int {
         _Registry.withLock { $0.proxies.entries.count }
+    }
+
+    /// Slots of the table (tests: it shrinks after a peak).
+    static var capacity: Int {
+        _Registry.withLock { $0.proxies.entries.capacity }
     }
 }

@@ -11,6 +11,7 @@ internal import CSafeObserveRuntime
     import Musl
 #elseif canImport(Darwin)
     import Darwin
+    import os  // os_unfair_lock
 #elseif canImport(Android)
     import Android
 #endif

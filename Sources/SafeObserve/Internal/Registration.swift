@@ -69,7 +69,12 @@ enum _SafeObserveRegistration {
                 proxy?.release()
                 return inert
             }
-            return attach(object, keyPath, options, deliver, to: channel, proxy: proxy)
+            if let outcome = attach(object, keyPath, options, deliver, to: channel, proxy: proxy) { return outcome }
+            // The listener's proxy was retired meanwhile (its relations had
+            // all ended): register again, with a new one.
+            return register(
+                object, keyPath: keyPath, listener: listener, options: options, deliver: deliver, types: types,
+                typed: typed)
         }
 
         switch resolve(keyPath, on: object, types: types, read: { _ = typed(.read) }) {
@@ -79,13 +84,26 @@ enum _SafeObserveRegistration {
         case .property(let channel):
             guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
             // Unmanaged: +1s that `attach` hands over to the relation.
-            return attach(
+            if let outcome = attach(
                 object, keyPath, options, deliver, to: .passRetained(channel), proxy: .passRetained(proxy))
+            {
+                return outcome
+            }
+            // The proxy was retired meanwhile: register again, with a new one.
+            return register(
+                object, keyPath: keyPath, listener: listener, options: options, deliver: deliver, types: types,
+                typed: typed)
 
         case .derived(let accesses):
             // Unwrapped: `.makeDerivation` always returns one.
             let derivation = typed(.makeDerivation).unsafelyUnwrapped
-            return registerDerived(object, keyPath, listener, options, deliver, derivation, accesses)
+            if let outcome = registerDerived(object, keyPath, listener, options, deliver, derivation, accesses) {
+                return outcome
+            }
+            // The proxy was retired meanwhile: register again, with a new one.
+            return register(
+                object, keyPath: keyPath, listener: listener, options: options, deliver: deliver, types: types,
+                typed: typed)
         }
     }
 
@@ -95,7 +113,7 @@ enum _SafeObserveRegistration {
     private static func registerDerived(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ listener: AnyObject, _ options: ObservationOptions,
         _ deliver: @escaping _Deliver, _ derivation: _Derivation, _ accesses: [_Access]
-    ) -> (token: ObservationToken, deliversInitial: Bool) {
+    ) -> (token: ObservationToken, deliversInitial: Bool)? {
         guard let proxy = _ListenerProxy.of(listener, create: true) else {
             return (ObservationToken(inertWith: options), false)
         }
@@ -104,7 +122,7 @@ enum _SafeObserveRegistration {
             derivation: derivation, deliver: deliver)
         var existing: _Relation?
         guard proxy.insert(candidate, existing: &existing) else {
-            return (ObservationToken(inertWith: options), false)
+            return listenerIsAlive(listener) ? nil : (ObservationToken(inertWith: options), false)
         }
         if let existing { return (ObservationToken(existing), false) }
         derivation.start(relation: candidate, root: object, accesses: accesses)
@@ -117,7 +135,7 @@ enum _SafeObserveRegistration {
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
         // Unmanaged: +1 references the new relation takes over.
         to channel: Unmanaged<_Channel>, proxy: Unmanaged<_ListenerProxy>
-    ) -> (token: ObservationToken, deliversInitial: Bool) {
+    ) -> (token: ObservationToken, deliversInitial: Bool)? {
         // Built before the proxy's lock is taken, and dropped on a dedupe hit.
         // Unmanaged: the relation takes both +1s over.
         let relation = _Relation(
@@ -125,7 +143,7 @@ enum _SafeObserveRegistration {
             channel: channel.takeRetainedValue(), deliver: deliver)
         var existing: _Relation?
         guard relation.proxy.insert(relation, existing: &existing) else {
-            return (ObservationToken(inertWith: options), false)
+            return listenerIsAlive(relation.listener.load()) ? nil : (ObservationToken(inertWith: options), false)
         }
         if let existing { return (ObservationToken(existing), false) }
         let token = ObservationToken(relation)
@@ -135,6 +153,15 @@ enum _SafeObserveRegistration {
             return (token, false)
         }
         return (token, options.contains(.initial) && relation.isActive)
+    }
+
+    /// After a proxy refused a relation: whether that is because the proxy
+    /// was retired (the listener lives on: retry) rather than torn down with
+    /// its listener (then the registration is refused). Cold path.
+    @inline(never)
+    private static func listenerIsAlive(_ listener: AnyObject?) -> Bool {
+        guard let listener else { return false }
+        return !_swift_isDeallocating(listener)
     }
 
     /// What a key path reads.

@@ -121,6 +121,7 @@ class _Relation: @unchecked Sendable {
     @inline(never)
     final func endForDeadListener() {
         end()
+        proxy.retireIfEmpty()
     }
 
     /// Ends the relation and detaches it from both sides, once.
