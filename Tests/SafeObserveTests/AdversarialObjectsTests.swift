@@ -199,8 +199,8 @@ private func observeGenerically<Root: Counter>(
     root.safeObserve(\.count, by: listener, changeHandler: handler)
 }
 
+// @unchecked Sendable: test fixture; only `volume` is mutated, by one test.
 private final class Settings: SafeObservable, @unchecked Sendable {
-    // @unchecked Sendable: test fixture; only `volume` is mutated, by one test.
     static let shared = Settings()
     @Observed var volume = 1
 }

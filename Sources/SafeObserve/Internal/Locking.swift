@@ -44,9 +44,8 @@ import Synchronization
     /// main-thread change never waits behind a background thread at low
     /// priority. The word lock below cannot donate priority.
     @usableFromInline
+    // @unchecked Sendable: `state` is only touched between `lock()` and `unlock()`.
     final class _LockedStorage<State>: @unchecked Sendable {
-        // @unchecked Sendable: `state` is only touched between `lock()` and `unlock()`.
-
         /// The lock, at an address that never moves (allocated once).
         @usableFromInline
         let unfairLock = _PlatformUnfairLock()

@@ -295,9 +295,8 @@ func _writeToStandardError(_ message: String) {
 #if canImport(Darwin)
     /// An `os_unfair_lock` at a stable address (a lock must never move).
     @usableFromInline
+    // @unchecked Sendable: an immutable pointer to a lock made for concurrent use.
     struct _PlatformUnfairLock: @unchecked Sendable {
-        // @unchecked Sendable: the pointer is immutable; the lock it points to
-        // is made for concurrent use.
         @usableFromInline
         let pointer: UnsafeMutablePointer<os_unfair_lock>
 

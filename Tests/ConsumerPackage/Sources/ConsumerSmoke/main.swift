@@ -30,8 +30,8 @@ func check(_ condition: Bool, _ what: String) {
     }
 }
 
+// @unchecked Sendable: this program is single-threaded.
 final class Deaths: @unchecked Sendable {
-    // @unchecked Sendable: this program is single-threaded.
     var count = 0
 }
 
@@ -64,8 +64,8 @@ final class Capture: Sendable {
 }
 
 /// Statically initialized in optimized builds (a data-segment object).
+// @unchecked Sendable: this program is single-threaded.
 final class Settings: SafeObservable, @unchecked Sendable {
-    // @unchecked Sendable: this program is single-threaded.
     static let shared = Settings()
     @Observed var volume = 1
 }
