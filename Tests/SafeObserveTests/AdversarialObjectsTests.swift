@@ -98,8 +98,12 @@ struct ForeignFieldsTests {
             DispatchQueue.concurrentPerform(iterations: 2) { worker in
                 let (object, listener) = shared.value
                 if worker == 0 {
+                    // Bounded: `concurrentPerform` may run the workers one
+                    // after the other when the pool is busy with other suites.
                     var flip = false
-                    while !done.load(ordering: .relaxed) {
+                    var writes = 0
+                    while !done.load(ordering: .relaxed), writes < 200_000 {
+                        writes += 1
                         // The only writer of `scratch`; SafeObserve must never read it.
                         object.scratch = flip ? "long enough to live on the heap: one" : "and another, long enough"
                         flip.toggle()
@@ -289,7 +293,7 @@ private final class Store: SafeObservable {
 
 /// Runs `body` on another thread; `false` if it did not finish in time
 /// (a deadlock: the thread is left behind).
-private func finishes(within seconds: Double = 10, _ body: @escaping @Sendable () -> Void) -> Bool {
+private func finishes(within seconds: Double = 30, _ body: @escaping @Sendable () -> Void) -> Bool {
     let finished = Atomic<Bool>(false)
     DispatchQueue.global().async {
         body()
