@@ -50,7 +50,33 @@ enum _SafeObserveRegistration {
                     + "by a \(types.listener) during its own deinit")
             return inert
         }
+        // `nil` only when the listener's proxy was retired meanwhile (its
+        // relations had all ended, see `_ListenerProxy.retireIfEmpty()`):
+        // then again, with a new proxy.
+        while true {
+            if let outcome = attempt(
+                object, keyPath: keyPath, listener: listener, options: options, deliver: deliver, types: types,
+                typed: typed)
+            {
+                return outcome
+            }
+        }
+    }
 
+    /// One attempt of ``register(_:keyPath:listener:options:deliver:types:typed:)``
+    /// for a listener and an object that are not being destroyed; `nil` if
+    /// the listener's proxy was retired meanwhile.
+    @inline(__always)
+    private static func attempt(
+        _ object: AnyObject,
+        keyPath: AnyKeyPath,
+        listener: AnyObject,
+        options: ObservationOptions,
+        deliver: @escaping _Deliver,
+        types: (root: Any.Type, value: Any.Type, listener: Any.Type),
+        typed: (_TypedStep) -> _Derivation?
+    ) -> (token: ObservationToken, deliversInitial: Bool)? {
+        var inert: (ObservationToken, Bool) { (ObservationToken(inertWith: options), false) }
         // The common case first, exactly as if derived key paths did not
         // exist: a key path already known to be one @Observed property.
         var channel: Unmanaged<_Channel>?
@@ -69,12 +95,7 @@ enum _SafeObserveRegistration {
                 proxy?.release()
                 return inert
             }
-            if let outcome = attach(object, keyPath, options, deliver, to: channel, proxy: proxy) { return outcome }
-            // The listener's proxy was retired meanwhile (its relations had
-            // all ended): register again, with a new one.
-            return register(
-                object, keyPath: keyPath, listener: listener, options: options, deliver: deliver, types: types,
-                typed: typed)
+            return attach(object, keyPath, options, deliver, to: channel, proxy: proxy)
         }
 
         switch resolve(keyPath, on: object, types: types, read: { _ = typed(.read) }) {
@@ -84,26 +105,13 @@ enum _SafeObserveRegistration {
         case .property(let channel):
             guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
             // Unmanaged: +1s that `attach` hands over to the relation.
-            if let outcome = attach(
+            return attach(
                 object, keyPath, options, deliver, to: .passRetained(channel), proxy: .passRetained(proxy))
-            {
-                return outcome
-            }
-            // The proxy was retired meanwhile: register again, with a new one.
-            return register(
-                object, keyPath: keyPath, listener: listener, options: options, deliver: deliver, types: types,
-                typed: typed)
 
         case .derived(let accesses):
             // Unwrapped: `.makeDerivation` always returns one.
             let derivation = typed(.makeDerivation).unsafelyUnwrapped
-            if let outcome = registerDerived(object, keyPath, listener, options, deliver, derivation, accesses) {
-                return outcome
-            }
-            // The proxy was retired meanwhile: register again, with a new one.
-            return register(
-                object, keyPath: keyPath, listener: listener, options: options, deliver: deliver, types: types,
-                typed: typed)
+            return registerDerived(object, keyPath, listener, options, deliver, derivation, accesses)
         }
     }
 
