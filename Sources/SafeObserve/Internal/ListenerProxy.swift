@@ -375,8 +375,17 @@ struct _ProxyTable {
         _Registry.withLock { $0.proxies.entries.count }
     }
 
-    /// Slots of the table (tests: it shrinks after a peak).
-    static var capacity: Int {
-        _Registry.withLock { $0.proxies.entries.capacity }
+    /// Slots of the table and entries in it, read together (tests: the
+    /// table shrinks after a peak).
+    static var capacityAndCount: (capacity: Int, count: Int) {
+        _Registry.withLock { ($0.proxies.entries.capacity, $0.proxies.entries.count) }
+    }
+
+    /// How many of `listeners` (identities of listeners, alive or dead) have
+    /// an entry (leak tests; immune to entries of other suites).
+    static func entries(for listeners: [ObjectIdentifier]) -> Int {
+        _Registry.withLock { state in
+            listeners.filter { id in state.proxies.entries.first(under: id) { _ in true } != nil }.count
+        }
     }
 }
