@@ -9,7 +9,7 @@ import Testing
 /// never its total size.)
 @Suite("Bounded state after a peak", .serialized)
 struct BoundedStateTests {
-    static let peak = 20_000
+    static let peak = 4_000
     static let margin = peak / 10
 
     enum Order: CaseIterable { case listenersFirst, objectFirst }
@@ -37,7 +37,7 @@ struct BoundedStateTests {
         // parallel); an address freed meanwhile may be reused by theirs.
         #expect(_ProxyTable.entries(for: ids) <= Self.margin, "proxies of listeners whose relations ended were kept")
         // After removals the table's load stays above 1/8 (it kept its peak
-        // capacity, 32,768 slots, before).
+        // capacity, 8,192 slots, before).
         let (capacity, count) = _ProxyTable.capacityAndCount
         #expect(capacity <= max(16, 8 * (count + 1)), "the proxy table kept \(capacity) slots for \(count) entries")
     }
