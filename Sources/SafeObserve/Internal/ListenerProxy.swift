@@ -380,12 +380,4 @@ struct _ProxyTable {
     static var capacityAndCount: (capacity: Int, count: Int) {
         _Registry.withLock { ($0.proxies.entries.capacity, $0.proxies.entries.count) }
     }
-
-    /// How many of `listeners` (identities of listeners, alive or dead) have
-    /// an entry (leak tests; immune to entries of other suites).
-    static func entries(for listeners: [ObjectIdentifier]) -> Int {
-        _Registry.withLock { state in
-            listeners.filter { id in state.proxies.entries.first(under: id) { _ in true } != nil }.count
-        }
-    }
 }

@@ -22,6 +22,13 @@ func settles(within seconds: Double = 5, _ condition: () -> Bool) -> Bool {
     return true
 }
 
+/// Inside an exit test's process: reports a failed check on standard output,
+/// which the parent test expects to be empty (a failed exit test returns no
+/// output, so a crash would lose the message).
+func expectInChild(_ condition: Bool, _ message: @autoclosure () -> String) {
+    if !condition { print(message()) }
+}
+
 /// Counts live instances of the test fixtures (deinit counters for leak tests).
 final class LifetimeCounter: Sendable {
     private let live = Atomic<Int>(0)
