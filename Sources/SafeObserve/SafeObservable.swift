@@ -79,6 +79,8 @@ extension SafeObservable {
                     return nil
                 case .makeDerivation:
                     return _TypedDerivation(keyPath: keyPath)
+                case .checkSettable:
+                    return keyPath is ReferenceWritableKeyPath<Self, Value> ? keyPath : nil
                 }
             }
         )
@@ -104,7 +106,13 @@ extension SafeObservable {
     /// - Complexity: O(*k*), *k* being the key paths `listener` observes on
     ///   this object.
     public func safeUnobserve<Value>(_ keyPath: KeyPath<Self, Value>, by listener: AnyObject) {
-        _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: keyPath)
+        _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: keyPath) {
+            // Only when no relation's key path matched, but one is on another
+            // single property: `keyPath` may spell that property differently.
+            _SafeObserveRegistration.channel(
+                of: keyPath, on: self, read: { _ = self[keyPath: keyPath] },
+                isSettable: { keyPath is ReferenceWritableKeyPath<Self, Value> })
+        }
     }
 
     /// Stops `listener` observing every key path of this object.

@@ -78,27 +78,34 @@ final class _ListenerProxy: Sendable {
     }
 
     /// Records `candidate`, unless the proxy already holds an active relation
-    /// for the same object, key path and channel: then sets `existing` to
-    /// that one (deduplication) and leaves `candidate` out.
+    /// for the same object and property: then sets `existing` to that one
+    /// (deduplication) and leaves `candidate` out.
+    ///
+    /// A single `@Observed` property is identified by its channel, whatever
+    /// key path spelled it (`\Base.count` and `\Sub.count` are one relation);
+    /// a derived key path by key-path equality.
     ///
     /// `false` when the proxy was torn down (its listener is being destroyed).
-    /// A relation with the same object identity but another channel belongs to
-    /// a dead object whose address was reused: it is replaced, never reused.
+    /// A relation with the same object identity and key path but another
+    /// channel belongs to a dead object whose address was reused: it is
+    /// replaced, never reused.
     ///
     /// - Complexity: O(*k*) expected, *k* being the key paths observed on the
     ///   candidate's object.
     func insert(_ candidate: _Relation, existing: inout _Relation?) -> Bool {
-        // Key paths are compared by identity under the lock, and by `==` only
-        // after unlocking (see `_KeyPathMatcher`). The common case — no other
-        // key path on the object, or an identical one — is settled at once.
+        // Channels and key paths are compared by identity under the lock, and
+        // derived key paths by `==` only after unlocking (see
+        // `_KeyPathMatcher`). The common case — no other derived key path on
+        // the object, or an identical one — is settled at once.
         var stale: _Relation?
         let accepted = state.withLock { state -> Bool? in
             guard !state.isTornDown else { return false }
             var found: _Relation?
             var isUnsure = false
             state.relations.forEach(under: candidate.objectID) { relation in
-                guard relation.keyPath === candidate.keyPath else {
-                    isUnsure = true
+                guard relation.keyPath === candidate.keyPath || relation.isOnSameProperty(as: candidate) else {
+                    // Another derived key path may still be equal.
+                    if candidate.channel == nil, relation.channel == nil { isUnsure = true }
                     return true
                 }
                 found = copy relation
@@ -123,8 +130,12 @@ final class _ListenerProxy: Sendable {
             let accepted = state.withLock { state -> Bool? in
                 guard !state.isTornDown else { return false }
                 var found: _Relation?
+                // Only derived key paths come here (a candidate on a channel
+                // is settled by identity above).
                 state.relations.forEach(under: candidate.objectID) { relation in
-                    guard matcher.matches(relation.keyPath, candidate.keyPath) == true else { return true }
+                    guard relation.channel == nil, matcher.matches(relation.keyPath, candidate.keyPath) == true else {
+                        return true
+                    }
                     found = copy relation
                     return false
                 }
@@ -163,8 +174,13 @@ final class _ListenerProxy: Sendable {
     /// does, so that no caller returns while one of them still delivers;
     /// detaching them from their channels happens after unlocking.
     ///
+    /// A relation on a single `@Observed` property registered with another
+    /// spelling of `keyPath` (`\Base.count` for `\Sub.count`) is found
+    /// through `channel`, which resolves `keyPath` and is called (unlocked)
+    /// only when no key path matched but the object has such relations.
+    ///
     /// - Complexity: O(*k*) expected, *k* being the key paths observed on `object`.
-    func endRelations(on object: ObjectIdentifier, keyPath: AnyKeyPath?) {
+    func endRelations(on object: ObjectIdentifier, keyPath: AnyKeyPath?, channel: () -> _Channel? = { nil }) {
         guard let keyPath else {
             let ended = state.withLock { state -> [_Relation] in
                 var ended: [_Relation] = []
@@ -179,17 +195,35 @@ final class _ListenerProxy: Sendable {
         // One relation per key path. Key paths are compared by identity under
         // the lock, by `==` after unlocking (see `_KeyPathMatcher`).
         var matcher = _KeyPathMatcher()
+        // The channel `keyPath` resolves to, once needed.
+        var resolved: _Channel??
         while true {
-            let (ended, retry) = state.withLock { state -> (_Relation?, Bool) in
-                let found = state.relations.remove(under: object) { matcher.matches($0.keyPath, keyPath) == true }
-                if let relation = found {
-                    return (relation.markEnded() ? relation : nil, false)
+            let (ended, retry, needsChannel) = state.withLock { state -> (_Relation?, Bool, Bool) in
+                var sawOtherProperty = false
+                let found = state.relations.remove(under: object) { relation in
+                    if relation.keyPath === keyPath { return true }
+                    guard let relationChannel = relation.channel else {
+                        return matcher.matches(relation.keyPath, keyPath) == true
+                    }
+                    guard case .some(let channel) = resolved else {
+                        sawOtherProperty = true
+                        return false
+                    }
+                    return relationChannel === channel
                 }
-                return (nil, matcher.needsComparison)
+                if let relation = found {
+                    return (relation.markEnded() ? relation : nil, false, false)
+                }
+                return (nil, matcher.needsComparison, sawOtherProperty)
             }
             ended?.detachFromObservedSide()
-            guard retry else { return }
-            matcher.compareQueued(with: keyPath)
+            if retry {
+                matcher.compareQueued(with: keyPath)
+            } else if needsChannel {
+                resolved = .some(channel())
+            } else {
+                return
+            }
         }
     }
 

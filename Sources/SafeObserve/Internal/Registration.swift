@@ -13,6 +13,9 @@ enum _SafeObserveRegistration {
         case read
         /// Return a new ``_TypedDerivation`` for the key path.
         case makeDerivation
+        /// Return the key path if it is settable (a
+        /// `ReferenceWritableKeyPath`), `nil` otherwise.
+        case checkSettable
     }
 
     /// Registers `listener` on `keyPath` of `object`.
@@ -24,7 +27,8 @@ enum _SafeObserveRegistration {
     ///     `.read` reads `keyPath` on `object` (called with a tracker installed
     ///     unless the key path is known to be a single `@Observed` property,
     ///     see ``_AccessTracker``); `.makeDerivation` makes the typed
-    ///     derivation a derived key path needs.
+    ///     derivation a derived key path needs; `.checkSettable` tells a
+    ///     settable key path (see ``isSubclassSpelling(of:_:_:)``).
     /// - Returns: The token, and whether the caller must deliver `.initial`
     ///   (a new, still active relation that asked for it).
     @usableFromInline
@@ -35,7 +39,7 @@ enum _SafeObserveRegistration {
         options: ObservationOptions,
         deliver: @escaping _Deliver,
         types: (root: Any.Type, value: Any.Type, listener: Any.Type),
-        typed: (_TypedStep) -> _Derivation?
+        typed: (_TypedStep) -> AnyObject?
     ) -> (token: ObservationToken, deliversInitial: Bool) {
         var inert: (ObservationToken, Bool) { (ObservationToken(inertWith: options), false) }
         if _swift_isDeallocating(object) {
@@ -74,7 +78,7 @@ enum _SafeObserveRegistration {
         options: ObservationOptions,
         deliver: @escaping _Deliver,
         types: (root: Any.Type, value: Any.Type, listener: Any.Type),
-        typed: (_TypedStep) -> _Derivation?
+        typed: (_TypedStep) -> AnyObject?
     ) -> (token: ObservationToken, deliversInitial: Bool)? {
         var inert: (ObservationToken, Bool) { (ObservationToken(inertWith: options), false) }
         // The common case first, exactly as if derived key paths did not
@@ -98,7 +102,9 @@ enum _SafeObserveRegistration {
             return attach(object, keyPath, options, deliver, to: channel, proxy: proxy)
         }
 
-        switch resolve(keyPath, on: object, types: types, read: { _ = typed(.read) }) {
+        switch resolve(
+            keyPath, on: object, types: types, read: { _ = typed(.read) }, isSettable: { typed(.checkSettable) != nil })
+        {
         case .invalid:
             return inert
 
@@ -109,8 +115,8 @@ enum _SafeObserveRegistration {
                 object, keyPath, options, deliver, to: .passRetained(channel), proxy: .passRetained(proxy))
 
         case .derived(let accesses):
-            // Unwrapped: `.makeDerivation` always returns one.
-            let derivation = typed(.makeDerivation).unsafelyUnwrapped
+            // unsafeDowncast: `.makeDerivation` always returns a derivation.
+            let derivation = unsafeDowncast(typed(.makeDerivation).unsafelyUnwrapped, to: _Derivation.self)
             return registerDerived(object, keyPath, listener, options, deliver, derivation, accesses)
         }
     }
@@ -186,7 +192,7 @@ enum _SafeObserveRegistration {
     /// after reporting a programmer error if it reads no `@Observed` property.
     private static func resolve(
         _ keyPath: AnyKeyPath, on object: AnyObject, types: (root: Any.Type, value: Any.Type, listener: Any.Type),
-        read: () -> Void
+        read: () -> Void, isSettable: () -> Bool
     ) -> Resolution {
         let accesses = _AccessTracker.resolve(read)
         guard !accesses.isEmpty else {
@@ -197,7 +203,7 @@ enum _SafeObserveRegistration {
             return .invalid
         }
         guard accesses.count == 1, let access = accesses.first, access.object === object,
-            access.wrappedKeyPath == keyPath
+            access.wrappedKeyPath == keyPath || isSubclassSpelling(of: access.wrappedKeyPath, keyPath, isSettable)
         else {
             return .derived(accesses)
         }
@@ -206,6 +212,50 @@ enum _SafeObserveRegistration {
         }
         _KeyPathNames.recordName(of: keyPath, reading: access)
         return .property(access.channel)
+    }
+
+    /// Whether `keyPath`, which read exactly the `@Observed` property
+    /// `wrappedKeyPath` declares and nothing else, is that property spelled
+    /// from a subclass: `\Sub.count` for `@Observed var count` declared in
+    /// `Base` (the property's accessors always present `\Base.count`).
+    ///
+    /// Then both spellings are one stored property: one relation per listener,
+    /// removed by either. A settable key path of the same value type, rooted
+    /// at a strict subclass of the declaring class, is taken to be the
+    /// property; so is a settable override of it, which is documented to
+    /// deliver the stored value. A get-only computed property of the subclass
+    /// that reads the property (`var doubled: Int { count * 2 }`) stays a
+    /// derived key path, re-evaluated on each change.
+    private static func isSubclassSpelling(
+        of wrappedKeyPath: AnyKeyPath, _ keyPath: AnyKeyPath, _ isSettable: () -> Bool
+    ) -> Bool {
+        let declaring = type(of: wrappedKeyPath)
+        let spelled = type(of: keyPath)
+        guard spelled.valueType == declaring.valueType, spelled.rootType != declaring.rootType,
+            let declaringClass = declaring.rootType as? AnyClass, var ancestor = spelled.rootType as? AnyClass
+        else { return false }
+        while let superclass = _getSuperclass(ancestor) {
+            if superclass == declaringClass { return isSettable() }
+            ancestor = superclass
+        }
+        return false
+    }
+
+    /// The channel of the `@Observed` property `keyPath` is on `object`, if
+    /// `keyPath` is one (for removal by a key path spelled differently from
+    /// the one registered). Reads the key path, with a tracker installed,
+    /// unless a registration resolved it before.
+    static func channel(of keyPath: AnyKeyPath, on object: AnyObject, read: () -> Void, isSettable: () -> Bool)
+        -> _Channel?
+    {
+        if let field = _KeyPathResolutionCache.sentinelField(for: keyPath) {
+            return field.channel(in: object)
+        }
+        let accesses = _AccessTracker.resolve(read)
+        guard accesses.count == 1, let access = accesses.first, access.object === object,
+            access.wrappedKeyPath == keyPath || isSubclassSpelling(of: access.wrappedKeyPath, keyPath, isSettable)
+        else { return nil }
+        return access.channel
     }
 
     /// A readable name for `keyPath`, for messages.

@@ -111,6 +111,14 @@ class _Relation: @unchecked Sendable {
         return false
     }
 
+    /// Whether both relations are on the same single `@Observed` property of
+    /// the same object (one channel), whatever key paths spelled them.
+    @inline(__always)
+    final func isOnSameProperty(as other: _Relation) -> Bool {
+        guard let channel else { return false }
+        return channel === other.channel
+    }
+
     /// Flips the relation to ended; `true` for the one caller that did it.
     final func markEnded() -> Bool {
         active.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
