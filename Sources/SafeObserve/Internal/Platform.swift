@@ -96,7 +96,10 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
             // Unmanaged without a retain: the caller holds `object` for the call.
             return swift_isDeallocating(Unmanaged.passUnretained(object).toOpaque())
         #else
-            weak var probe = object
+            // Assigned after its declaration: `weak let` needs Swift 6.2, and
+            // an initialized `weak var` that is never mutated warns in 6.2+.
+            weak var probe: AnyObject?
+            probe = object
             return probe == nil
         #endif
     }
@@ -109,7 +112,9 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
             // Unmanaged without a retain: the caller holds `object` for the call.
             return swift_tryRetain(Unmanaged.passUnretained(object).toOpaque()) != nil
         #else
-            weak var probe = object
+            // Assigned after its declaration, as above.
+            weak var probe: AnyObject?
+            probe = object
             guard let strong = probe else { return false }
             // Unmanaged: the +1 the caller releases.
             _ = Unmanaged.passRetained(strong)
