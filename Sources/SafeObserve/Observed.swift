@@ -137,7 +137,7 @@ public struct Observed<Value> {
             defer {
                 if let emission {
                     let new: Value? = didMutate ? instance[keyPath: storageKeyPath]._value : nil
-                    _endInPlaceChange(emission, of: instance, new: new, old: old)
+                    _endInPlaceChange(emission, of: instance, sentinelBits: sentinelBits, new: new, old: old)
                 }
             }
             yield &instance[keyPath: storageKeyPath]._value
@@ -167,14 +167,16 @@ public struct Observed<Value> {
     /// emission.
     @usableFromInline @inline(never)
     static func _endInPlaceChange(
-        _ emission: _Channel.Emission, of instance: some SafeObservable, new: Value?, old: Value?
+        _ emission: _Channel.Emission, of instance: some SafeObservable, sentinelBits: UInt, new: Value?, old: Value?
     ) {
         defer { emission.end(root: instance) }
         guard let new else {
             if emission.hasPrior { emission.abandonPriorPhase(root: instance) }
             return
         }
-        emission.deliverChange(root: instance, new: new, old: old)
+        // Unmanaged: the sentinel borrowed as in the setter (`sentinelBits` is non-zero).
+        let sentinel = Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
+        emission.deliverChange(root: instance, new: new, old: old, channel: sentinel.takeUnretainedValue().channel)
     }
 
     /// Registration is resolving a key path: record this property, creating

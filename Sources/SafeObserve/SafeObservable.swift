@@ -40,7 +40,14 @@ extension SafeObservable {
     ///   was removed (even from inside another handler of the same change), or
     ///   for changes made inside this object's own `deinit`.
     /// - Observing the same (listener, object, key path) again is a no-op that
-    ///   keeps the first handler and returns the first token.
+    ///   keeps the first handler and returns the first token. Key paths of
+    ///   one stored property formed on different root types (`\Base.count`,
+    ///   `\Sub.count`) are the same key path here.
+    /// - Changes of a property reach the handler in the order they were
+    ///   stored, and the last new value it is told is the current one: if
+    ///   another handler changes the property while a change is delivered,
+    ///   this handler may be told only the newer change (see "Getting
+    ///   started").
     /// - When either side dies, the relation and its handler are released:
     ///   at once for an object or a ``SafeObserver`` listener; for any other
     ///   listener, by the next change that reaches it, the object's death, or

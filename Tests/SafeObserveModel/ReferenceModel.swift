@@ -8,6 +8,10 @@
 /// again (in the change's prior phase too, for the old value, when the
 /// relation asks for `.old` or `.prior`), re-binds to what was read, and
 /// delivers.
+///
+/// A change reaches each single-property relation in store order: when a
+/// handler changes the property it observes, relations later in the list are
+/// told the nested (newer) change first and skip the older one.
 public struct ReferenceModel {
     struct Entity {
         var isHeld = true  // the world's slot still references it
@@ -46,6 +50,9 @@ public struct ReferenceModel {
         /// A plain listener died; the relation ends when a change next reaches it,
         /// when its object dies, or by the library's amortized sweep.
         var isListenerGone = false
+        /// Single-property relations: the store number of the newest change
+        /// delivered (an older one reaching the relation later is skipped).
+        var lastChange = 0
         /// Derived only: the dependency entries, in the order they were bound.
         var dependencies: [Int] = []
         /// Derived only: old values evaluated in a prior phase, waiting for
@@ -64,6 +71,8 @@ public struct ReferenceModel {
     var relations: [Relation] = []
     var entries: [Entry] = []
     var channelLists: [Channel: [Int]] = [:]
+    /// Changes stored per channel: each change's number, in store order.
+    var storeCounts: [Channel: Int] = [:]
     /// Handlers given to a dedupe hit: never stored.
     var discardedHandlers: [Int] = []
     var events: [ModelEvent] = []
@@ -263,11 +272,13 @@ public struct ReferenceModel {
                 releaseObject(previous, unpinning: true)
             }
         }
+        storeCounts[channel, default: 0] += 1
+        let sequence = storeCounts[channel]!
         for entry in snapshot {
             if entries[entry].isDependency {
                 dependencyChanged(entry, isPrior: false)
             } else {
-                reach(entries[entry].relation, new: value, old: old, prior: false)
+                reach(entries[entry].relation, new: value, old: old, prior: false, sequence: sequence)
             }
         }
         if let newLink {
@@ -280,11 +291,16 @@ public struct ReferenceModel {
 
     /// A change reaching a relation: delivered if it is live and its listener
     /// alive; a relation whose plain listener died ends here.
-    private mutating func reach(_ index: Int, new: Int?, old: Int, prior: Bool) {
+    private mutating func reach(_ index: Int, new: Int?, old: Int, prior: Bool, sequence: Int = 0) {
         guard !relations[index].isEnded else { return }
         guard listeners[relations[index].listener]!.isAlive else {
             endRelation(index)
             return
+        }
+        if !prior {
+            // A nested change stored later was delivered first: skip this one.
+            guard relations[index].lastChange < sequence else { return }
+            relations[index].lastChange = sequence
         }
         let options = relations[index].options
         deliver(

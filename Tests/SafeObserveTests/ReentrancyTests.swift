@@ -177,3 +177,90 @@ private final class TokenBox: Sendable {
         for token in tokens.withLock({ $0 }) { token.invalidate() }
     }
 }
+
+/// A handler that changes the property it observes never makes a later
+/// relation see values go back: each relation is told the changes of a
+/// property in the order they were stored, so the last new value it is told
+/// is the current one. (KVO tells later observers `2→3`, `1→2`, `0→1`.)
+@Suite("Nested changes never reach a relation out of order")
+struct NestedChangeOrderTests {
+    @Test(arguments: [false, true])
+    func aLaterListener_isToldTheNewestChange_andNeverAnOlderOneAfterIt(inPlace: Bool) {
+        let counter = Counter()
+        let mutating = Listener()
+        let later = Listener()
+        counter.safeObserve(\.count, by: mutating) { _, counter, change in
+            guard change.newValue! < 3 else { return }
+            if inPlace { counter.count += 1 } else { counter.count = change.newValue! + 1 }
+        }
+        counter.safeObserve(\.count, by: later, options: [.old, .new]) { later, counter, change in
+            later.record("\(change.oldValue!)->\(change.newValue!)")
+        }
+        counter.count = 1
+        #expect(counter.count == 3)
+        #expect(later.log == ["2->3"], "the older changes came after the newest: \(later.log)")
+    }
+
+    @Test func listenersUpToTheMutatingOne_seeEveryChange_andTheRestTheNewest() {
+        let counter = Counter()
+        let log = EventLog()
+        let listeners = (0..<3).map { _ in Listener() }
+        for (index, listener) in listeners.enumerated() {
+            counter.safeObserve(\.count, by: listener, options: [.old, .new]) { _, counter, change in
+                log.record("\(index): \(change.oldValue!)->\(change.newValue!)")
+                if index == 1, change.newValue! < 3 { counter.count += 1 }
+            }
+        }
+        counter.count = 1
+        #expect(
+            log.entries == ["0: 0->1", "1: 0->1", "0: 1->2", "1: 1->2", "0: 2->3", "1: 2->3", "2: 2->3"])
+        for index in 0..<3 {
+            #expect(log.entries.last { $0.hasPrefix("\(index):") }?.hasSuffix("->3") == true)
+        }
+    }
+
+    @Test func aPriorPhaseStillPrecedesEveryDeliveredChange() {
+        let counter = Counter()
+        let mutating = Listener()
+        let later = Listener()
+        counter.safeObserve(\.count, by: mutating) { _, counter, change in
+            if change.newValue == 1 { counter.count = 2 }
+        }
+        counter.safeObserve(\.count, by: later, options: [.old, .new, .prior]) { later, _, change in
+            later.record(change.isPrior ? "prior \(change.oldValue!)" : "\(change.oldValue!)->\(change.newValue!)")
+        }
+        counter.count = 1
+        #expect(later.log == ["prior 0", "prior 1", "1->2"])
+    }
+
+    @Test func aChangeMadeInThePriorPhase_isOverwrittenByTheOuterStore_andThatIsToldLast() {
+        let counter = Counter()
+        let mutating = Listener()
+        let later = Listener()
+        counter.safeObserve(\.count, by: mutating, options: [.prior]) { mutating, counter, change in
+            guard change.isPrior, mutating.log.isEmpty else { return }
+            mutating.record("set")
+            counter.count = 10
+        }
+        counter.safeObserve(\.count, by: later) { later, _, change in later.record("\(change.newValue!)") }
+        counter.count = 1
+        #expect(counter.count == 1)
+        #expect(later.log == ["10", "1"])
+    }
+
+    @Test func aChangeOfAnotherProperty_orAnotherObject_isDeliveredAtOnce() {
+        let counter = Counter()
+        let other = Counter()
+        let log = EventLog()
+        let second = Listener()
+        counter.safeObserve(\.count, by: other) { other, counter, _ in
+            counter.title = "changed"
+            other.count = 7
+        }
+        counter.safeObserve(\.count, by: second) { _, _, _ in log.record("count") }
+        counter.safeObserve(\.title, by: second) { _, _, _ in log.record("title") }
+        other.safeObserve(\.count, by: second) { _, _, _ in log.record("other") }
+        counter.count = 1
+        #expect(log.entries == ["title", "other", "count"])
+    }
+}

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The relations registered on one `@Observed` property of one object.
 ///
 /// A channel is shared state: its object's storage reaches it through the
@@ -41,8 +43,17 @@ final class _Channel: Sendable {
         /// the relations, and each relation its handler.
         ///
         /// - Complexity: O(*n*) in the relations of this property only.
+        ///
+        /// Changes of one property reach each relation in the order they were
+        /// stored: when a handler changes the property it observes, the
+        /// nested change is delivered at once, so a relation later in the
+        /// list is told the newer change first; the older change's phase is
+        /// then skipped for it (its handler would otherwise see values go
+        /// back, and end on a stale one). Dependencies of derived key paths
+        /// re-evaluate the key path, so they always deliver its current value
+        /// and are never skipped.
         @usableFromInline
-        func deliver(root: AnyObject, change: UnsafeRawPointer, phase: _Phase) {
+        func deliver(root: AnyObject, change: UnsafeRawPointer, phase: _Phase, sequence: UInt64) {
             relations.withUnsafeBufferPointer { buffer in
                 for index in buffer.indices {
                     // A bitwise copy of the snapshot's strong reference, which
@@ -58,6 +69,11 @@ final class _Channel: Sendable {
                             relation.endForDeadListener()
                             return
                         }
+                        if phase == .change, !relation.isDependency {
+                            // Told about a newer change already: skip this one.
+                            guard relation.lastChange.load(ordering: .relaxed) < sequence else { return }
+                            relation.lastChange.store(sequence, ordering: .relaxed)
+                        }
                         relation.deliver(listener, root, change, phase)
                     }
                 }
@@ -70,15 +86,17 @@ final class _Channel: Sendable {
         func deliverPrior<Value>(root: AnyObject, old: Value?) {
             guard hasPrior else { return }
             withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
-                deliver(root: root, change: $0, phase: .prior)
+                deliver(root: root, change: $0, phase: .prior, sequence: 0)
             }
         }
 
-        /// Delivers the change (after the store).
+        /// Delivers the change (after the store) of `channel`'s property,
+        /// numbered in the order of stores (see ``_Channel/changeCount``).
         @inlinable @inline(__always)
-        func deliverChange<Value>(root: AnyObject, new: Value, old: Value?) {
+        func deliverChange<Value>(root: AnyObject, new: Value, old: Value?, channel: _Channel) {
+            let sequence = channel.changeCount.wrappingAdd(1, ordering: .relaxed).newValue
             withUnsafePointer(to: ObservedChange(newValue: new, oldValue: old)) {
-                deliver(root: root, change: $0, phase: .change)
+                deliver(root: root, change: $0, phase: .change, sequence: sequence)
             }
         }
 
@@ -105,6 +123,12 @@ final class _Channel: Sendable {
     }
 
     let state = _Mutex(State())
+
+    /// Counts the changes of the property as they are stored (each change
+    /// phase takes the next number), so that a relation can tell an older
+    /// change from a newer one it was already told about.
+    @usableFromInline
+    let changeCount = Atomic<UInt64>(0)
 
     /// The observed object, never kept alive: identity, and whether it died
     /// (its sentinel may outlive it in a copy of the storage).
@@ -146,7 +170,7 @@ final class _Channel: Sendable {
         defer { if !didMutate, emission.hasPrior { emission.abandonPriorPhase(root: root) } }
         let result = try mutate()
         didMutate = true
-        emission.deliverChange(root: root, new: readNew(), old: old)
+        emission.deliverChange(root: root, new: readNew(), old: old, channel: self)
         return result
     }
 

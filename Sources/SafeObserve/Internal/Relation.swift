@@ -64,6 +64,10 @@ class _Relation: @unchecked Sendable {
 
     private final let active = Atomic<Bool>(true)
 
+    /// The number (``_Channel/changeCount``) of the newest change delivered
+    /// to the handler; an older one reaching it later is skipped.
+    final let lastChange = Atomic<UInt64>(0)
+
     /// Index in the channel's relation list, or -1.
     // nonisolated(unsafe): read and written only inside `_Channel.state.withLock`.
     final nonisolated(unsafe) var slot = -1
