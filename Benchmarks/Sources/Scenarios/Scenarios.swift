@@ -75,6 +75,27 @@ public final class SafeModel: SafeObservable {
     public init() {}
 }
 
+/// A model that generic code observes through a class constraint.
+public class OpenModel: SafeObservable {
+    /// The observed property.
+    @Observed public var value = 0
+    /// Creates a model.
+    public init() {}
+}
+
+/// Observes `value` with a key-path literal formed in generic code: a new
+/// key-path object on every call.
+@inline(never)
+func observeValueGenerically<Model: OpenModel>(of model: Model, by sink: Sink) -> ObservationToken {
+    model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+}
+
+/// The same registration with a literal formed in non-generic code.
+@inline(never)
+func observeValue(of model: OpenModel, by sink: Sink) -> ObservationToken {
+    model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+}
+
 /// The same model with a plain stored property (the floor).
 public final class PlainModel {
     /// A plain stored property.
@@ -431,6 +452,27 @@ public enum Scenarios {
                     model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
                         .invalidate()
                 }
+            }
+            blackHole(sink)
+        },
+        Scenario(operation: "add + remove", peer: "SafeObserve, literal in a function", operationsPerIteration: 1) {
+            n in
+            let model = OpenModel()
+            let sink = Sink()
+            observeValue(of: model, by: sink).invalidate()
+            measure(n) { n in
+                for _ in 0..<n { observeValue(of: model, by: sink).invalidate() }
+            }
+            blackHole(sink)
+        },
+        Scenario(
+            operation: "add + remove", peer: "SafeObserve, literal in a generic function", operationsPerIteration: 1
+        ) { n in
+            let model = OpenModel()
+            let sink = Sink()
+            observeValue(of: model as OpenModel, by: sink).invalidate()
+            measure(n) { n in
+                for _ in 0..<n { observeValueGenerically(of: model, by: sink).invalidate() }
             }
             blackHole(sink)
         },

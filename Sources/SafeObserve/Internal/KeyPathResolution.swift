@@ -66,14 +66,19 @@ extension _SentinelField {
     }
 }
 
-/// What the first resolution of each key path learned, by key-path identity
-/// (part of the ``_Registry``).
+/// What the first resolution of each key path learned (part of the
+/// ``_Registry``).
 ///
 /// Key-path literals are instantiated once per use site, so a program's
-/// registrations keep presenting the same few objects. The cache is
-/// direct-mapped and bounded (64 entries, each holding its key path so that
-/// the identity stays valid); a miss, or a key path built anew for every call,
-/// simply takes the general path.
+/// registrations keep presenting the same few objects: the first level is
+/// direct-mapped by key-path identity and bounded (64 entries, each holding
+/// its key path so that the identity stays valid).
+///
+/// A literal in generic code (`\.count` inside `func f<T: Base>(_: T)`) is a
+/// new key-path object on every call. The second level finds it by value:
+/// its hash picks an entry (512 at most), and `==` confirms it. Both run user
+/// code for key paths with subscript arguments, so both run outside locks.
+/// A miss takes the general path.
 struct _KeyPathResolutionCache {
     struct Entry {
         var keyPath: AnyKeyPath?
@@ -81,8 +86,12 @@ struct _KeyPathResolutionCache {
     }
 
     private static let slotCount = 64
+    private static let valueLimit = 512
 
     private var slots = ContiguousArray(repeating: Entry(), count: slotCount)
+
+    /// The second level, by key-path hash.
+    private var byValue: [Int: (keyPath: AnyKeyPath, field: _SentinelField)] = [:]
 
     private static func slot(of keyPath: AnyKeyPath) -> Int {
         _fibonacciHash(UInt(bitPattern: ObjectIdentifier(keyPath)) &>> 4, bits: 6)
@@ -101,12 +110,35 @@ struct _KeyPathResolutionCache {
         _Registry.withLock { $0.keyPaths.field(for: keyPath) }
     }
 
+    /// The sentinel field of a key path equal to `keyPath`, if one was
+    /// resolved before (the second level). Call it outside locks.
+    ///
+    /// - Complexity: O(1) expected, plus one `hash(into:)` and one `==` of
+    ///   `keyPath`.
+    static func sentinelField(equalTo keyPath: AnyKeyPath) -> _SentinelField? {
+        let hash = keyPath.hashValue
+        guard let candidate = _Registry.withLock({ $0.keyPaths.byValue[hash] }), candidate.keyPath == keyPath else {
+            return nil
+        }
+        return candidate.field
+    }
+
     /// Records that `keyPath` is exactly the `@Observed` property at `field`.
+    /// Call it outside locks (it hashes `keyPath`).
     static func record(_ field: _SentinelField, for keyPath: AnyKeyPath) {
         let slot = slot(of: keyPath)
-        let replaced = _Registry.withLock { state in
+        let hash = keyPath.hashValue
+        let replaced = _Registry.withLock { state -> (Entry, (keyPath: AnyKeyPath, field: _SentinelField)?) in
             defer { state.keyPaths.slots[slot] = Entry(keyPath: keyPath, field: field) }
-            return state.keyPaths.slots[slot]
+            var evicted: (keyPath: AnyKeyPath, field: _SentinelField)?
+            if state.keyPaths.byValue[hash] == nil, state.keyPaths.byValue.count >= valueLimit {
+                // Bounded: a program building key paths dynamically evicts an
+                // arbitrary entry, which only costs its next registration the
+                // general path.
+                evicted = state.keyPaths.byValue.removeValue(forKey: state.keyPaths.byValue.first!.key)
+            }
+            state.keyPaths.byValue[hash] = (keyPath, field)
+            return (state.keyPaths.slots[slot], evicted)
         }
         _ = replaced  // released unlocked
     }
@@ -129,6 +161,10 @@ enum _KeyPathNames {
     /// stays valid).
     private static let table = _Mutex([ObjectIdentifier: (keyPath: AnyKeyPath, name: String)]())
 
+    /// The same names by key-path hash, for an equal key path that is
+    /// another object (a literal at another use site, or in generic code).
+    private static let byValue = _Mutex([Int: (keyPath: AnyKeyPath, name: String)]())
+
     /// Records the name of the property `access` read, for `keyPath`, from
     /// the type metadata of the object's class (never from the object).
     static func recordName(of keyPath: AnyKeyPath, reading access: _Access) {
@@ -140,6 +176,10 @@ enum _KeyPathNames {
         table.withLock { table in
             if table[id] == nil, table.count < limit { table[id] = (keyPath, field.name) }
         }
+        let hash = keyPath.hashValue  // outside locks: may run user code
+        byValue.withLock { byValue in
+            if byValue[hash] == nil, byValue.count < limit { byValue[hash] = (keyPath, field.name) }
+        }
     }
 
     /// `keyPath` as source: `\Counter.count` for a recorded `@Observed`
@@ -147,7 +187,12 @@ enum _KeyPathNames {
     static func describe(_ keyPath: AnyKeyPath) -> String {
         let raw = String(describing: keyPath)
         guard raw.contains("<computed") else { return raw }
-        guard let name = table.withLock({ $0[ObjectIdentifier(keyPath)]?.name }) else { return raw }
-        return "\\\(type(of: keyPath).rootType).\(name)"
+        if let name = table.withLock({ $0[ObjectIdentifier(keyPath)]?.name }) {
+            return "\\\(type(of: keyPath).rootType).\(name)"
+        }
+        // Another object equal to a named key path; `==` outside locks.
+        let hash = keyPath.hashValue
+        guard let named = byValue.withLock({ $0[hash] }), named.keyPath == keyPath else { return raw }
+        return "\\\(type(of: keyPath).rootType).\(named.name)"
     }
 }

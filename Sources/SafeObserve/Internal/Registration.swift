@@ -1,3 +1,11 @@
+import Synchronization
+
+#if SAFEOBSERVE_INTERNAL_CHECKS
+    /// Registrations that resolved their key path by reading it (tests: the
+    /// caches spare every later registration of an equal key path that).
+    let _generalResolutions = Atomic<Int>(0)
+#endif
+
 /// What `safeObserve` does once its generic parts are specialized away.
 ///
 /// Not generic on purpose: the public entry point is `@inlinable` and builds
@@ -90,17 +98,12 @@ enum _SafeObserveRegistration {
         if let found = _Registry.lookUp(
             keyPath, on: object, listener: listener, channel: &channel, proxy: &proxy, observerType: &observerType)
         {
-            if proxy == nil {
-                proxy = _ListenerProxy.retained(listener, create: true, found: found, observerType: observerType)
-            }
-            guard let channel, let proxy else {
-                // Unmanaged: gives back whichever +1 was taken.
-                channel?.release()
-                proxy?.release()
-                return inert
-            }
-            return attach(object, keyPath, options, deliver, to: channel, proxy: proxy)
+            return attach(
+                object, keyPath, options, deliver, listener: listener, found: found, channel: channel, proxy: proxy,
+                observerType: observerType)
         }
+
+        if let found = registerEqualKeyPath(object, keyPath, listener, options, deliver) { return found }
 
         switch resolve(
             keyPath, on: object, types: types, read: { _ = typed(.read) }, isSettable: { typed(.checkSettable) != nil })
@@ -119,6 +122,51 @@ enum _SafeObserveRegistration {
             let derivation = unsafeDowncast(typed(.makeDerivation).unsafelyUnwrapped, to: _Derivation.self)
             return registerDerived(object, keyPath, listener, options, deliver, derivation, accesses)
         }
+    }
+
+    /// Registers `listener` on `keyPath` of `object` if a key path equal to
+    /// it was resolved before as one `@Observed` property (a literal in
+    /// generic code is a new object on every call, so the identity cache
+    /// misses it); `nil` otherwise, for the general path.
+    @inline(never)
+    private static func registerEqualKeyPath(
+        _ object: AnyObject, _ keyPath: AnyKeyPath, _ listener: AnyObject, _ options: ObservationOptions,
+        _ deliver: @escaping _Deliver
+    ) -> (token: ObservationToken, deliversInitial: Bool)?? {
+        guard let field = _KeyPathResolutionCache.sentinelField(equalTo: keyPath) else { return nil }
+        // Unmanaged: +1 references from the registry, handed to `attach` or released.
+        var channel: Unmanaged<_Channel>?
+        var proxy: Unmanaged<_ListenerProxy>?
+        var observerType: (any SafeObserver.Type)?
+        let found = _Registry.withLock { state in
+            state.lookUp(
+                field, on: object, listener: listener, channel: &channel, proxy: &proxy, observerType: &observerType)
+        }
+        return .some(
+            attach(
+                object, keyPath, options, deliver, listener: listener, found: found, channel: channel, proxy: proxy,
+                observerType: observerType))
+    }
+
+    /// ``attach(_:_:_:_:to:proxy:)`` after a registry look-up: finds the
+    /// listener's proxy if the tables had none for it, and takes over (or
+    /// gives back) the +1 references the look-up returned.
+    @inline(__always)
+    private static func attach(
+        _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
+        listener: AnyObject, found: _ListenerLookup,
+        // Unmanaged: +1 references, taken over or released.
+        channel: Unmanaged<_Channel>?, proxy: Unmanaged<_ListenerProxy>?, observerType: (any SafeObserver.Type)?
+    ) -> (token: ObservationToken, deliversInitial: Bool)? {
+        // Unmanaged: a +1 the caller takes, from the proxy's owner.
+        let proxy = proxy ?? _ListenerProxy.retained(listener, create: true, found: found, observerType: observerType)
+        guard let channel, let proxy else {
+            // Unmanaged: gives back whichever +1 was taken.
+            channel?.release()
+            proxy?.release()
+            return (ObservationToken(inertWith: options), false)
+        }
+        return attach(object, keyPath, options, deliver, to: channel, proxy: proxy)
     }
 
     /// Registers `listener` on a derived key path (kept out of line, so the
@@ -194,6 +242,9 @@ enum _SafeObserveRegistration {
         _ keyPath: AnyKeyPath, on object: AnyObject, types: (root: Any.Type, value: Any.Type, listener: Any.Type),
         read: () -> Void, isSettable: () -> Bool
     ) -> Resolution {
+        #if SAFEOBSERVE_INTERNAL_CHECKS
+            _generalResolutions.add(1, ordering: .relaxed)
+        #endif
         let accesses = _AccessTracker.resolve(read)
         guard !accesses.isEmpty else {
             _Diagnostics.reportProgrammerError(
@@ -248,7 +299,9 @@ enum _SafeObserveRegistration {
     static func channel(of keyPath: AnyKeyPath, on object: AnyObject, read: () -> Void, isSettable: () -> Bool)
         -> _Channel?
     {
-        if let field = _KeyPathResolutionCache.sentinelField(for: keyPath) {
+        if let field = _KeyPathResolutionCache.sentinelField(for: keyPath)
+            ?? _KeyPathResolutionCache.sentinelField(equalTo: keyPath)
+        {
             return field.channel(in: object)
         }
         let accesses = _AccessTracker.resolve(read)

@@ -96,13 +96,27 @@ enum _Registry {
     ) -> _ListenerLookup? {
         withLock { state in
             guard let field = state.keyPaths.field(for: keyPath) else { return nil }
-            channel = field.channelCreatingSentinel(in: object)
-            return state.lookUp(listener, create: true, proxy: &proxy, observerType: &observerType)
+            return state.lookUp(
+                field, on: object, listener: listener, channel: &channel, proxy: &proxy, observerType: &observerType)
         }
     }
 }
 
 extension _Registry.State {
+    /// The channel of the property at `field` in `object` (creating its
+    /// sentinel on first observation) and what the tables know of
+    /// `listener`, both as in ``_Registry/lookUp(_:on:listener:channel:proxy:observerType:)``.
+    @inline(__always)
+    func lookUp(
+        // Unmanaged: `channel` and `proxy` receive +1 references for the caller to take.
+        _ field: _SentinelField, on object: AnyObject, listener: AnyObject, channel: inout Unmanaged<_Channel>?,
+        // Unmanaged: as `channel`.
+        proxy: inout Unmanaged<_ListenerProxy>?, observerType: inout (any SafeObserver.Type)?
+    ) -> _ListenerLookup {
+        channel = field.channelCreatingSentinel(in: object)
+        return lookUp(listener, create: true, proxy: &proxy, observerType: &observerType)
+    }
+
     /// What the tables know of `listener`: with `.proxy` its proxy is in
     /// `proxy` (+1, for the caller to take), with `.observer` its class's
     /// conformance is in `observerType`.

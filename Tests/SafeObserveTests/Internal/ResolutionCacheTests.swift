@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 
 @testable import SafeObserve
@@ -11,8 +12,32 @@ private final class Derived: Base {
     @Observed var extra = 0.0
 }
 
+/// Forms `\.count` in generic code: a new key-path object on every call.
+private func observeCount<Root: Base>(of root: Root, by listener: Peer) -> ObservationToken {
+    root.safeObserve(\.count, by: listener) { _, _, _ in }
+}
+
 @Suite("Internal: key-path resolution cache")
 struct ResolutionCacheTests {
+    /// In a process of its own: the count of general resolutions is
+    /// process-wide, and suites running in parallel resolve key paths too.
+    @Test func aKeyPathFormedInGenericCode_isFoundByValue_andNeverReadAgain() async {
+        let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+            let object = Base()
+            object.safeObserve(\.count, by: Peer()) { _, _, _ in }
+            let resolved = _generalResolutions.load(ordering: .relaxed)
+            let listeners = (0..<10).map { _ in Peer() }
+            let tokens = listeners.map { observeCount(of: object, by: $0) }
+            expectInChild(
+                _generalResolutions.load(ordering: .relaxed) == resolved,
+                "registrations from generic code read the key path again")
+            expectInChild(tokens.allSatisfy(\.isActive), "a registration from generic code failed")
+            expectInChild(
+                SafeObservation._channels(of: object).count == 1, "generic registrations reached another property")
+        }
+        #expect(result.map { String(decoding: $0.standardOutputContent, as: UTF8.self) } == "")
+    }
+
     @Test func aPropertyResolvedOnceIsFoundByOffset_onEveryInstance_andOnSubclassInstances() {
         let keyPath = \Base.count
         let first = Base()
