@@ -75,6 +75,14 @@ public final class SafeModel: SafeObservable {
     public init() {}
 }
 
+/// A model with many cells, each observable as a derived key path.
+public final class CellsModel: SafeObservable {
+    /// The observed cells.
+    @Observed public var cells = Array(repeating: 0, count: 40_000)
+    /// Creates a model.
+    public init() {}
+}
+
 /// A model that generic code observes through a class constraint.
 public class OpenModel: SafeObservable {
     /// The observed property.
@@ -464,6 +472,29 @@ public enum Scenarios {
                 for _ in 0..<n { observeValue(of: model, by: sink).invalidate() }
             }
             blackHole(sink)
+        },
+        // Issue 13 (3): the k-th derived key path of one listener on one
+        // object (k from n to 3n) against one per listener.
+        Scenario(
+            operation: "observe \\.cells[i], derived", peer: "SafeObserve, one listener, k on the object",
+            operationsPerIteration: 1
+        ) { n in
+            let model = CellsModel()
+            let sink = Sink()
+            measure(n) { n in
+                for index in 0..<n { model.safeObserve(\.cells[index], by: sink) { _, _, _ in } }
+            }
+            blackHole((model, sink))
+        },
+        Scenario(
+            operation: "observe \\.cells[i], derived", peer: "SafeObserve, a listener each", operationsPerIteration: 1
+        ) { n in
+            let model = CellsModel()
+            let sinks = (0..<(3 * n)).map { _ in Sink() }
+            measure(n) { n in
+                for index in 0..<n { model.safeObserve(\.cells[index], by: sinks[index]) { _, _, _ in } }
+            }
+            blackHole((model, sinks))
         },
         Scenario(
             operation: "add + remove", peer: "SafeObserve, literal in a generic function", operationsPerIteration: 1

@@ -104,8 +104,14 @@ final class _ListenerProxy: Sendable {
             var isUnsure = false
             state.relations.forEach(under: candidate.objectID) { relation in
                 guard relation.keyPath === candidate.keyPath || relation.isOnSameProperty(as: candidate) else {
-                    // Another derived key path may still be equal.
-                    if candidate.channel == nil, relation.channel == nil { isUnsure = true }
+                    // Another derived key path with the same hash may still be equal.
+                    if candidate.channel == nil,
+                        // unsafeDowncast: a relation made without a channel is a `_DerivedRelation`.
+                        relation.mayEqualDerivedKeyPath(
+                            hashed: unsafeDowncast(candidate, to: _DerivedRelation.self).keyPathHash)
+                    {
+                        isUnsure = true
+                    }
                     return true
                 }
                 found = copy relation
@@ -125,15 +131,19 @@ final class _ListenerProxy: Sendable {
     @inline(never)
     private func insertComparingKeyPaths(_ candidate: _Relation, existing: inout _Relation?) -> Bool {
         var matcher = _KeyPathMatcher()
+        // Only derived key paths come here (a candidate on a channel is
+        // settled by identity above).
+        // unsafeDowncast: a relation made without a channel is a `_DerivedRelation`.
+        let hash = unsafeDowncast(candidate, to: _DerivedRelation.self).keyPathHash
         while true {
             var stale: _Relation?
             let accepted = state.withLock { state -> Bool? in
                 guard !state.isTornDown else { return false }
                 var found: _Relation?
-                // Only derived key paths come here (a candidate on a channel
-                // is settled by identity above).
                 state.relations.forEach(under: candidate.objectID) { relation in
-                    guard relation.channel == nil, matcher.matches(relation.keyPath, candidate.keyPath) == true else {
+                    guard relation.mayEqualDerivedKeyPath(hashed: hash),
+                        matcher.matches(relation.keyPath, candidate.keyPath) == true
+                    else {
                         return true
                     }
                     found = copy relation
@@ -195,15 +205,22 @@ final class _ListenerProxy: Sendable {
         // One relation per key path. Key paths are compared by identity under
         // the lock, by `==` after unlocking (see `_KeyPathMatcher`).
         var matcher = _KeyPathMatcher()
-        // The channel `keyPath` resolves to, once needed.
+        // The channel `keyPath` resolves to, and its hash, once needed.
         var resolved: _Channel??
+        var hash: Int?
         while true {
-            let (ended, retry, needsChannel) = state.withLock { state -> (_Relation?, Bool, Bool) in
+            let (ended, retry, needsChannel, needsHash) = state.withLock { state -> (_Relation?, Bool, Bool, Bool) in
                 var sawOtherProperty = false
+                var sawDerived = false
                 let found = state.relations.remove(under: object) { relation in
                     if relation.keyPath === keyPath { return true }
                     guard let relationChannel = relation.channel else {
-                        return matcher.matches(relation.keyPath, keyPath) == true
+                        guard let hash else {
+                            sawDerived = true
+                            return false
+                        }
+                        return relation.mayEqualDerivedKeyPath(hashed: hash)
+                            && matcher.matches(relation.keyPath, keyPath) == true
                     }
                     guard case .some(let channel) = resolved else {
                         sawOtherProperty = true
@@ -212,13 +229,15 @@ final class _ListenerProxy: Sendable {
                     return relationChannel === channel
                 }
                 if let relation = found {
-                    return (relation.markEnded() ? relation : nil, false, false)
+                    return (relation.markEnded() ? relation : nil, false, false, false)
                 }
-                return (nil, matcher.needsComparison, sawOtherProperty)
+                return (nil, matcher.needsComparison, sawOtherProperty, sawDerived)
             }
             ended?.detachFromObservedSide()
             if retry {
                 matcher.compareQueued(with: keyPath)
+            } else if needsHash {
+                hash = keyPath.hashValue  // unlocked: may run user code
             } else if needsChannel {
                 resolved = .some(channel())
             } else {

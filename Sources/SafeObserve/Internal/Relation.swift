@@ -115,6 +115,15 @@ class _Relation: @unchecked Sendable {
         return false
     }
 
+    /// Whether `keyPath` may equal this relation's key path, given the
+    /// candidate's hash: always for a single property's relation (matched
+    /// by channel instead), by hash for a derived one.
+    @inline(__always)
+    final func mayEqualDerivedKeyPath(hashed hash: Int) -> Bool {
+        // unsafeDowncast: only a `_DerivedRelation` is made without a channel.
+        channel == nil && unsafeDowncast(self, to: _DerivedRelation.self).keyPathHash == hash
+    }
+
     /// Whether both relations are on the same single `@Observed` property of
     /// the same object (one channel), whatever key paths spelled them.
     @inline(__always)
@@ -161,14 +170,19 @@ class _Relation: @unchecked Sendable {
 /// A relation on a derived key path (`\.account.balance`, `\.fullName`): it
 /// has no channel; its derivation watches what the key path reads.
 final class _DerivedRelation: _Relation, @unchecked Sendable {
-    // @unchecked Sendable: adds one immutable reference to `_Relation`.
+    // @unchecked Sendable: adds two immutable properties to `_Relation`.
     let derivation: _Derivation
+    /// `keyPath.hashValue`, computed outside locks (it may run user code):
+    /// dedupe and removal compare key paths with `==` only when it matches.
+    let keyPathHash: Int
 
+    /// Computes the key path's hash: call it outside locks.
     init(
         keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
         derivation: _Derivation, deliver: @escaping _Deliver
     ) {
         self.derivation = derivation
+        keyPathHash = keyPath.hashValue
         super.init(
             keyPath: keyPath, objectID: objectID, options: options, proxy: proxy, channelOrNil: nil,
             isDependency: false, deliver: deliver)
