@@ -7,9 +7,62 @@
 /// that reaches a dead listener, or by the observed object's death).
 final class _ListenerProxy: Sendable {
     struct State {
-        /// Active relations, filed under their observed object.
+        /// Active relations: a single property's under its observed object, a
+        /// derived key path's under its object and key-path hash (see
+        /// ``_Relation/tableKey``), so that one listener observing many
+        /// derived key paths of one object finds each in O(1).
         var relations = _AddressTable<_Relation>()
+        /// How many derived relations each object has here (to end them all
+        /// with the object's others).
+        var derivedCounts: [ObjectIdentifier: Int] = [:]
         var isTornDown = false
+
+        /// Files `relation`.
+        @inline(__always)
+        mutating func file(_ relation: _Relation) {
+            if relation.channel == nil { countDerived(on: relation.objectID) }
+            relations.insert(relation)
+        }
+
+        @inline(never)
+        private mutating func countDerived(on object: ObjectIdentifier) {
+            derivedCounts[object, default: 0] += 1
+        }
+
+        /// Takes `relation` out, if it is filed.
+        @discardableResult @inline(__always)
+        mutating func unfile(_ relation: _Relation) -> _Relation? {
+            guard let removed = relations.remove(under: relation.tableKey, where: { $0 === relation }) else {
+                return nil
+            }
+            if removed.channel == nil { uncount(removed.objectID) }
+            return removed
+        }
+
+        /// Takes out every relation on `object`.
+        mutating func unfileAll(on object: ObjectIdentifier) -> [_Relation] {
+            var removed: [_Relation] = []
+            while let relation = relations.remove(under: object, where: { _ in true }) {
+                removed.append(relation)
+            }
+            if derivedCounts[object] != nil {
+                // Filed under (object, hash) keys: found by a scan, which only
+                // objects with derived relations here pay.
+                for relation in relations.elements where relation.objectID == object {
+                    if let taken = unfile(relation) { removed.append(taken) }
+                }
+            }
+            return removed
+        }
+
+        @inline(never)
+        private mutating func uncount(_ object: ObjectIdentifier) {
+            if let count = derivedCounts[object], count > 1 {
+                derivedCounts[object] = count - 1
+            } else {
+                derivedCounts[object] = nil
+            }
+        }
 
         /// Files `candidate`, given the relation `found` on the same object
         /// and key path (if any): dedupes onto an active one on the same
@@ -25,10 +78,10 @@ final class _ListenerProxy: Sendable {
                     return true
                 }
                 // Ended (its `forget` is on its way) or stale: replace it.
-                relations.remove(under: candidate.objectID) { $0 === found }
+                unfile(found)
                 stale = found
             }
-            relations.insert(candidate)
+            file(candidate)
             return true
         }
     }
@@ -102,10 +155,15 @@ final class _ListenerProxy: Sendable {
             guard !state.isTornDown else { return false }
             var found: _Relation?
             var isUnsure = false
-            state.relations.forEach(under: candidate.objectID) { relation in
-                guard relation.keyPath === candidate.keyPath || relation.isOnSameProperty(as: candidate) else {
+            // Under an object's identity, every relation is on that object;
+            // under a derived key (see `_Relation.derivedTableKey`), another
+            // object's may collide, so derived matches check the object.
+            state.relations.forEach(under: candidate.tableKey) { relation in
+                guard relation.isOnSameProperty(as: candidate)
+                    || (relation.keyPath === candidate.keyPath && relation.objectID == candidate.objectID)
+                else {
                     // Another derived key path with the same hash may still be equal.
-                    if candidate.channel == nil,
+                    if candidate.channel == nil, relation.objectID == candidate.objectID,
                         // unsafeDowncast: a relation made without a channel is a `_DerivedRelation`.
                         relation.mayEqualDerivedKeyPath(
                             hashed: unsafeDowncast(candidate, to: _DerivedRelation.self).keyPathHash)
@@ -140,8 +198,8 @@ final class _ListenerProxy: Sendable {
             let accepted = state.withLock { state -> Bool? in
                 guard !state.isTornDown else { return false }
                 var found: _Relation?
-                state.relations.forEach(under: candidate.objectID) { relation in
-                    guard relation.mayEqualDerivedKeyPath(hashed: hash),
+                state.relations.forEach(under: candidate.tableKey) { relation in
+                    guard relation.objectID == candidate.objectID, relation.mayEqualDerivedKeyPath(hashed: hash),
                         matcher.matches(relation.keyPath, candidate.keyPath) == true
                     else {
                         return true
@@ -165,7 +223,7 @@ final class _ListenerProxy: Sendable {
     /// - Complexity: O(1) expected.
     func forget(_ relation: _Relation) {
         let released = state.withLock { state in
-            state.relations.remove(under: relation.objectID) { $0 === relation }
+            state.unfile(relation)
         }
         // The proxy's reference is dropped here, unlocked.
         _ = released
@@ -193,11 +251,7 @@ final class _ListenerProxy: Sendable {
     func endRelations(on object: ObjectIdentifier, keyPath: AnyKeyPath?, channel: () -> _Channel? = { nil }) {
         guard let keyPath else {
             let ended = state.withLock { state -> [_Relation] in
-                var ended: [_Relation] = []
-                while let relation = state.relations.remove(under: object, where: { _ in true }) {
-                    if relation.markEnded() { ended.append(relation) }
-                }
-                return ended
+                state.unfileAll(on: object).filter { $0.markEnded() }
             }
             for relation in ended { relation.detachFromObservedSide() }
             return
@@ -211,27 +265,29 @@ final class _ListenerProxy: Sendable {
         while true {
             let (ended, retry, needsChannel, needsHash) = state.withLock { state -> (_Relation?, Bool, Bool, Bool) in
                 var sawOtherProperty = false
-                var sawDerived = false
-                let found = state.relations.remove(under: object) { relation in
+                // Single properties' relations, under the object.
+                var found = state.relations.remove(under: object) { relation in
                     if relation.keyPath === keyPath { return true }
-                    guard let relationChannel = relation.channel else {
-                        guard let hash else {
-                            sawDerived = true
-                            return false
-                        }
-                        return relation.mayEqualDerivedKeyPath(hashed: hash)
-                            && matcher.matches(relation.keyPath, keyPath) == true
-                    }
                     guard case .some(let channel) = resolved else {
                         sawOtherProperty = true
                         return false
                     }
-                    return relationChannel === channel
+                    return relation.channel === channel
+                }
+                // Derived key paths', under the object and the key path's hash.
+                let hasDerived = state.derivedCounts[object] != nil
+                if found == nil, hasDerived, let hash {
+                    found = state.relations.first(under: _Relation.derivedTableKey(object, hash)) { relation in
+                        relation.objectID == object && relation.mayEqualDerivedKeyPath(hashed: hash)
+                            && (relation.keyPath === keyPath || matcher.matches(relation.keyPath, keyPath) == true)
+                            ? copy relation : nil
+                    }
+                    if let relation = found { state.unfile(relation) }
                 }
                 if let relation = found {
                     return (relation.markEnded() ? relation : nil, false, false, false)
                 }
-                return (nil, matcher.needsComparison, sawOtherProperty, sawDerived)
+                return (nil, matcher.needsComparison, sawOtherProperty, hasDerived && hash == nil)
             }
             ended?.detachFromObservedSide()
             if retry {
@@ -256,6 +312,7 @@ final class _ListenerProxy: Sendable {
         // releases the handlers) happens after unlocking.
         let ended = state.withLock { state -> [_Relation] in
             if final { state.isTornDown = true }
+            state.derivedCounts = [:]
             return state.relations.removeAll().filter { $0.markEnded() }
         }
         for relation in ended {
@@ -315,7 +372,15 @@ final class _ListenerProxy: Sendable {
 }
 
 extension _Relation: _AddressKeyed {
-    var tableKey: ObjectIdentifier { objectID }
+    /// The key of a derived key path with hash `hash` on `object`: the object's
+    /// address mixed with the hash, with bit 3 set so that it never equals an
+    /// object's identity (objects are 16-byte aligned). Keys may collide:
+    /// lookups check the object and the hash of what they find.
+    static func derivedTableKey(_ object: ObjectIdentifier, _ hash: Int) -> ObjectIdentifier {
+        let bits = (UInt(bitPattern: object) ^ (UInt(bitPattern: hash) &<< 4)) | 8
+        // unsafeBitCast: an identity used only as a table key, never as a reference.
+        return unsafeBitCast(bits, to: ObjectIdentifier.self)
+    }
 }
 
 /// Proxies of listeners that do not adopt ``SafeObserver`` (part of the

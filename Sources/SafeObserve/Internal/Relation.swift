@@ -46,6 +46,11 @@ class _Relation: @unchecked Sendable {
     final let options: ObservationOptions
     final let keyPath: AnyKeyPath
     final let objectID: ObjectIdentifier
+    /// Where the listener's proxy files the relation: under its object for a
+    /// single property (a handful per object), under its object and key-path
+    /// hash for a derived key path (any number per object; see
+    /// ``derivedTableKey(_:_:)``).
+    final let tableKey: ObjectIdentifier
     /// The listener, never retained (probed with `swift_tryRetain`). Its
     /// allocation is kept by `proxy`'s reference to it.
     final let listener: _ListenerHandle
@@ -78,16 +83,17 @@ class _Relation: @unchecked Sendable {
         channel: _Channel, isDependency: Bool = false, deliver: @escaping _Deliver
     ) {
         self.init(
-            keyPath: keyPath, objectID: objectID, options: options, proxy: proxy, channelOrNil: channel,
-            isDependency: isDependency, deliver: deliver)
+            keyPath: keyPath, objectID: objectID, tableKey: objectID, options: options, proxy: proxy,
+            channelOrNil: channel, isDependency: isDependency, deliver: deliver)
     }
 
     /// `channelOrNil` is `nil` only for a ``_DerivedRelation``, which
     /// ``detachFromObservedSide()`` relies on.
     fileprivate init(
-        keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
-        channelOrNil channel: _Channel?, isDependency: Bool, deliver: @escaping _Deliver
+        keyPath: AnyKeyPath, objectID: ObjectIdentifier, tableKey: ObjectIdentifier, options: ObservationOptions,
+        proxy: _ListenerProxy, channelOrNil channel: _Channel?, isDependency: Bool, deliver: @escaping _Deliver
     ) {
+        self.tableKey = tableKey
         self.isDependency = isDependency
         self.deliver = deliver
         self.options = options
@@ -182,10 +188,11 @@ final class _DerivedRelation: _Relation, @unchecked Sendable {
         derivation: _Derivation, deliver: @escaping _Deliver
     ) {
         self.derivation = derivation
-        keyPathHash = keyPath.hashValue
+        let hash = keyPath.hashValue
+        keyPathHash = hash
         super.init(
-            keyPath: keyPath, objectID: objectID, options: options, proxy: proxy, channelOrNil: nil,
-            isDependency: false, deliver: deliver)
+            keyPath: keyPath, objectID: objectID, tableKey: Self.derivedTableKey(objectID, hash), options: options,
+            proxy: proxy, channelOrNil: nil, isDependency: false, deliver: deliver)
     }
 
     /// Stops the derivation and its dependencies (kept out of line: the cold
