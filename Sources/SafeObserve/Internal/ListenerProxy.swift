@@ -159,8 +159,9 @@ final class _ListenerProxy: Sendable {
             // under a derived key (see `_Relation.derivedTableKey`), another
             // object's may collide, so derived matches check the object.
             state.relations.forEach(under: candidate.tableKey) { relation in
-                guard relation.isOnSameProperty(as: candidate)
-                    || (relation.keyPath === candidate.keyPath && relation.objectID == candidate.objectID)
+                guard
+                    relation.isOnSameProperty(as: candidate)
+                        || (relation.keyPath === candidate.keyPath && relation.objectID == candidate.objectID)
                 else {
                     // Another derived key path with the same hash may still be equal.
                     if candidate.channel == nil, relation.objectID == candidate.objectID,
