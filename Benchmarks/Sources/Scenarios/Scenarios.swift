@@ -59,6 +59,12 @@ func setOpaque(_ model: PlainModel, _ value: Int) { model.value = value }
 @inline(never)
 func setOpaque(_ model: SafeModel, _ value: Int) { model.value = value }
 
+@inline(never)
+func appendOpaque(_ list: PlainList, _ value: Int) { list.items.append(value) }
+
+@inline(never)
+func appendOpaque(_ list: SafeList, _ value: Int) { list.items.append(value) }
+
 /// Keeps a value alive and opaque to the optimizer.
 @inline(never)
 public func blackHole<T>(_ value: T) {
@@ -222,6 +228,25 @@ public enum Scenarios {
             n in
             let list = SafeList()
             measure(n) { n in for i in 0..<n { list.items.append(i) } }
+            blackHole(list)
+        },
+        // Each append behind one non-inlined call, so that the optimizer
+        // cannot merge the loop's accesses into one: the fair comparison
+        // (as for "set, unobserved, opaque call").
+        Scenario(
+            operation: "append to an [Int] property, opaque call", peer: "plain stored property",
+            operationsPerIteration: 1
+        ) { n in
+            let list = PlainList()
+            measure(n) { n in for i in 0..<n { appendOpaque(list, i) } }
+            blackHole(list)
+        },
+        Scenario(
+            operation: "append to an [Int] property, opaque call", peer: "SafeObserve @Observed",
+            operationsPerIteration: 1
+        ) { n in
+            let list = SafeList()
+            measure(n) { n in for i in 0..<n { appendOpaque(list, i) } }
             blackHole(list)
         },
         Scenario(
