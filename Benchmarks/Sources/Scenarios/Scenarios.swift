@@ -97,6 +97,9 @@ public class OpenModel: SafeObservable {
     public init() {}
 }
 
+/// A subclass: `\SubModel.value` is `OpenModel.value` spelled from it.
+public final class SubModel: OpenModel {}
+
 /// Observes `value` with a key-path literal formed in generic code: a new
 /// key-path object on every call.
 @inline(never)
@@ -367,6 +370,21 @@ public enum Scenarios {
             let model = SafeModel()
             let sink = Sink()
             model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole(sink)
+        },
+        // Issue 13 (5): one listener registered through the superclass's and
+        // the subclass's key path: one relation, one delivery.
+        Scenario(
+            operation: "notify 1 observer", peer: "SafeObserve, as \\Base.value and \\Sub.value",
+            operationsPerIteration: 1
+        ) { n in
+            let model = SubModel()
+            let sink = Sink()
+            (model as OpenModel).safeObserve(\OpenModel.value, by: sink) { sink, _, change in
+                sink.add(change.newValue!)
+            }
+            model.safeObserve(\SubModel.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
             measure(n) { n in for i in 0..<n { model.value = i } }
             blackHole(sink)
         },
