@@ -42,7 +42,9 @@ final class _ListenerProxy: Sendable {
         /// Takes out every relation on `object`.
         mutating func unfileAll(on object: ObjectIdentifier) -> [_Relation] {
             var removed: [_Relation] = []
-            while let relation = relations.remove(under: object, where: { _ in true }) {
+            // A derived key may equal the identity of a statically allocated
+            // object (8-byte aligned): check the object.
+            while let relation = relations.remove(under: object, where: { $0.objectID == object }) {
                 removed.append(relation)
             }
             if derivedCounts[object] != nil {
@@ -155,9 +157,8 @@ final class _ListenerProxy: Sendable {
             guard !state.isTornDown else { return false }
             var found: _Relation?
             var isUnsure = false
-            // Under an object's identity, every relation is on that object;
-            // under a derived key (see `_Relation.derivedTableKey`), another
-            // object's may collide, so derived matches check the object.
+            // Keys may collide (see `_Relation.derivedTableKey`): a match on
+            // a channel implies the object; any other match checks it.
             state.relations.forEach(under: candidate.tableKey) { relation in
                 guard
                     relation.isOnSameProperty(as: candidate)
@@ -268,6 +269,7 @@ final class _ListenerProxy: Sendable {
                 var sawOtherProperty = false
                 // Single properties' relations, under the object.
                 var found = state.relations.remove(under: object) { relation in
+                    guard relation.objectID == object else { return false }  // a colliding derived key
                     if relation.keyPath === keyPath { return true }
                     guard case .some(let channel) = resolved else {
                         sawOtherProperty = true
@@ -374,9 +376,11 @@ final class _ListenerProxy: Sendable {
 
 extension _Relation: _AddressKeyed {
     /// The key of a derived key path with hash `hash` on `object`: the object's
-    /// address mixed with the hash, with bit 3 set so that it never equals an
-    /// object's identity (objects are 16-byte aligned). Keys may collide:
-    /// lookups check the object and the hash of what they find.
+    /// address mixed with the hash, with bit 3 set so that it rarely equals an
+    /// object's identity (heap objects are 16-byte aligned; a statically
+    /// allocated one may not be). Keys may collide with each other and with
+    /// such an identity: every lookup checks the object (and, for derived
+    /// key paths, the hash) of what it finds.
     static func derivedTableKey(_ object: ObjectIdentifier, _ hash: Int) -> ObjectIdentifier {
         let bits = (UInt(bitPattern: object) ^ (UInt(bitPattern: hash) &<< 4)) | 8
         // unsafeBitCast: an identity used only as a table key, never as a reference.
