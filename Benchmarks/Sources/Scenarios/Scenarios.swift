@@ -91,6 +91,9 @@ public final class CellsModel: SafeObservable {
 
 /// A model that generic code observes through a class constraint.
 public class OpenModel: SafeObservable {
+    /// Gives the class a layout of its own: with `SafeModel`'s, the
+    /// optimizer merges the two setters and `setOpaque` no longer inlines one.
+    public let tag = 0
     /// The observed property.
     @Observed public var value = 0
     /// Creates a model.

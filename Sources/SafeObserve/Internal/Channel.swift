@@ -94,10 +94,17 @@ final class _Channel: Sendable {
         /// numbered in the order of stores (see ``_Channel/changeCount``).
         @inlinable @inline(__always)
         func deliverChange<Value>(root: AnyObject, new: Value, old: Value?, channel: _Channel) {
-            let sequence = channel.changeCount.wrappingAdd(1, ordering: .relaxed).newValue
             withUnsafePointer(to: ObservedChange(newValue: new, oldValue: old)) {
-                deliver(root: root, change: $0, phase: .change, sequence: sequence)
+                deliverChange(root: root, change: $0, channel: channel)
             }
+        }
+
+        /// Numbers the change in the order of stores, then delivers it (out
+        /// of line, so that the setter stays small).
+        @usableFromInline
+        func deliverChange(root: AnyObject, change: UnsafeRawPointer, channel: _Channel) {
+            let sequence = channel.changeCount.wrappingAdd(1, ordering: .relaxed).newValue
+            deliver(root: root, change: change, phase: .change, sequence: sequence)
         }
 
         /// The mutation threw after the prior phase: no change follows it.
@@ -127,7 +134,6 @@ final class _Channel: Sendable {
     /// Counts the changes of the property as they are stored (each change
     /// phase takes the next number), so that a relation can tell an older
     /// change from a newer one it was already told about.
-    @usableFromInline
     let changeCount = Atomic<UInt64>(0)
 
     /// The observed object, never kept alive: identity, and whether it died
