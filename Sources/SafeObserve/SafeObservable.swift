@@ -75,10 +75,26 @@ extension SafeObservable {
     ) -> ObservationToken {
         // The handler thunk is built here, in the caller's module, so delivery
         // runs specialized code; registration itself is not generic.
-        let (token, deliversInitial) = _SafeObserveRegistration.register(
-            self, keyPath: keyPath, listener: listener, options: options,
-            deliver: _makeDeliver(options, changeHandler),
-            types: (Self.self, Value.self, Listener.self),
+        let (token, deliversInitial) = _register(
+            keyPath, by: listener, listenerType: Listener.self, options: options,
+            deliver: _makeDeliver(options, changeHandler))
+        if deliversInitial {
+            let current = self[keyPath: keyPath]
+            changeHandler(listener, self, ObservedChange(newValue: current, oldValue: nil, isInitial: true))
+        }
+        return token
+    }
+
+    /// Registers `deliver` for `listener` on `keyPath`; the caller delivers
+    /// `.initial` when told to.
+    @inlinable
+    func _register<Value>(
+        _ keyPath: KeyPath<Self, Value>, by listener: AnyObject, listenerType: Any.Type, options: ObservationOptions,
+        deliver: @escaping _Deliver
+    ) -> (token: ObservationToken, deliversInitial: Bool) {
+        _SafeObserveRegistration.register(
+            self, keyPath: keyPath, listener: listener, options: options, deliver: deliver,
+            types: (Self.self, Value.self, listenerType),
             typed: { step in
                 switch step {
                 case .read:
@@ -91,11 +107,6 @@ extension SafeObservable {
                 }
             }
         )
-        if deliversInitial {
-            let current = self[keyPath: keyPath]
-            changeHandler(listener, self, ObservedChange(newValue: current, oldValue: nil, isInitial: true))
-        }
-        return token
     }
 
     /// Stops `listener` observing `keyPath` on this object.
@@ -148,16 +159,34 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
     _ handler: @escaping @Sendable (Listener, Root, ObservedChange<Value>) -> Void
 ) -> _Deliver {
     { listener, root, change, phase in
-        let isPrior = phase == .prior
-        let full = change.assumingMemoryBound(to: ObservedChange<Value>.self)
         handler(
             unsafeDowncast(listener, to: Listener.self),
             unsafeDowncast(root, to: Root.self),
-            ObservedChange(
-                newValue: isPrior || !options.contains(.new) ? nil : full.pointee.newValue,
-                oldValue: options.contains(.old) ? full.pointee.oldValue : nil,
-                isPrior: isPrior
-            )
+            _ObservedChangeFor(options, change, phase, Value.self)
         )
     }
+}
+
+/// A delivery thunk for a handler that needs neither the listener nor the
+/// object (asynchronous sequences): not generic over the root type.
+@inlinable
+func _makeDeliver<Value>(
+    _ options: ObservationOptions, _ handler: @escaping @Sendable (ObservedChange<Value>) -> Void
+) -> _Deliver {
+    { _, _, change, phase in handler(_ObservedChangeFor(options, change, phase, Value.self)) }
+}
+
+/// What a relation with `options` receives of the full change `change`
+/// points to (an `ObservedChange<Value>` carrying both values).
+@inlinable @inline(__always)
+func _ObservedChangeFor<Value>(
+    _ options: ObservationOptions, _ change: UnsafeRawPointer, _ phase: _Phase, _: Value.Type
+) -> ObservedChange<Value> {
+    let isPrior = phase == .prior
+    let full = change.assumingMemoryBound(to: ObservedChange<Value>.self)
+    return ObservedChange(
+        newValue: isPrior || !options.contains(.new) ? nil : full.pointee.newValue,
+        oldValue: options.contains(.old) ? full.pointee.oldValue : nil,
+        isPrior: isPrior
+    )
 }

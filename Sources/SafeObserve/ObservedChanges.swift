@@ -1,0 +1,283 @@
+/// How an asynchronous sequence of changes keeps the elements its consumer
+/// has not read yet.
+///
+/// ```swift
+/// for await change in counter.changes(\.count, buffering: .bufferingOldest(100)) { … }
+/// ```
+public enum ObservationBuffering: Sendable, Hashable {
+    /// Keeps every element: memory grows with a consumer that falls behind.
+    case unbounded
+    /// Keeps the newest `limit` elements, dropping older ones.
+    case bufferingNewest(Int)
+    /// Keeps the oldest `limit` elements, dropping newer ones.
+    case bufferingOldest(Int)
+
+    func policy<Element>(for _: Element.Type) -> AsyncStream<Element>.Continuation.BufferingPolicy {
+        switch self {
+        case .unbounded: .unbounded
+        case .bufferingNewest(let limit): .bufferingNewest(Swift.max(limit, 1))
+        case .bufferingOldest(let limit): .bufferingOldest(Swift.max(limit, 1))
+        }
+    }
+}
+
+extension SafeObservable {
+    /// The changes of a key path, as an asynchronous sequence.
+    ///
+    /// ```swift
+    /// for await change in counter.changes(\.count, options: [.old, .new]) {
+    ///     print(change.oldValue!, "→", change.newValue!)
+    /// }
+    /// ```
+    ///
+    /// Each iterator observes the key path from the moment it is made until
+    /// the sequence ends: single, dotted, optional and computed key paths
+    /// work as with ``safeObserve(_:by:options:changeHandler:)``, and so do
+    /// the options (`.initial` yields the current value first).
+    ///
+    /// Lifetimes:
+    /// - Neither the sequence nor its iterator keeps the object alive; the
+    ///   sequence finishes when the object dies.
+    /// - Cancelling the consuming task ends the relation at once.
+    /// - An iterator dropped without being cancelled ends its relation when
+    ///   it is deinitialized.
+    ///
+    /// Changes are yielded on the thread that made them and buffered until
+    /// read, as `buffering` says (every change by default).
+    ///
+    /// - Note: Making an iterator registers an observation, which reads the
+    ///   property: it needs the same synchronization as any other read of it.
+    ///
+    /// - Parameters:
+    ///   - keyPath: The key path to observe, as for `safeObserve`.
+    ///   - options: What each element carries; `[.new]` by default.
+    ///   - buffering: What is kept for a consumer that falls behind.
+    /// - Returns: A sequence of ``ObservedChange`` values.
+    /// - Complexity: O(1) per change, plus the key path's own cost.
+    public func changes<Value: Sendable>(
+        _ keyPath: KeyPath<Self, Value>, options: ObservationOptions = .new,
+        buffering: ObservationBuffering = .unbounded
+    ) -> ObservedChanges<Self, Value> {
+        ObservedChanges(root: self, keyPath: keyPath, options: options, buffering: buffering)
+    }
+
+    /// The values of a key path, as an asynchronous sequence: the current
+    /// value first, then each new value.
+    ///
+    /// ```swift
+    /// for await count in counter.values(\.count) {
+    ///     label.text = "\(count)"
+    /// }
+    /// ```
+    ///
+    /// A consumer that falls behind sees the latest value by default (older
+    /// unread values are dropped), which is what a view showing the value
+    /// needs; pass `.unbounded` to see every value. The lifetimes are those
+    /// of ``changes(_:options:buffering:)``.
+    ///
+    /// - Parameters:
+    ///   - keyPath: The key path to observe, as for `safeObserve`.
+    ///   - buffering: What is kept for a consumer that falls behind.
+    /// - Returns: A sequence of the key path's values.
+    /// - Complexity: O(1) per change, plus the key path's own cost.
+    public func values<Value: Sendable>(
+        _ keyPath: KeyPath<Self, Value>, buffering: ObservationBuffering = .bufferingNewest(1)
+    ) -> ObservedValues<Self, Value> {
+        ObservedValues(changes: changes(keyPath, options: [.initial, .new], buffering: buffering))
+    }
+}
+
+/// The changes of one key path of one object, as an asynchronous sequence
+/// (made by ``SafeObservable/changes(_:options:buffering:)``).
+///
+/// ```swift
+/// for await change in counter.changes(\.count) { print(change.newValue!) }
+/// ```
+public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSequence {
+    /// One change, as a `safeObserve` handler would receive it.
+    public typealias Element = ObservedChange<Value>
+    /// The sequence never throws.
+    public typealias Failure = Never
+
+    /// Never retained: iterating does not keep the object alive.
+    private weak var root: Root?
+    private let keyPath: KeyPath<Root, Value>
+    private let options: ObservationOptions
+    private let buffering: ObservationBuffering
+
+    init(root: Root, keyPath: KeyPath<Root, Value>, options: ObservationOptions, buffering: ObservationBuffering) {
+        self.root = root
+        self.keyPath = keyPath
+        self.options = options
+        self.buffering = buffering
+    }
+
+    /// Observes the key path until the iterator is cancelled, dropped, or
+    /// the object dies.
+    ///
+    /// ```swift
+    /// var changes = counter.changes(\.count).makeAsyncIterator()
+    /// let first = await changes.next()
+    /// ```
+    public func makeAsyncIterator() -> AsyncIterator {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: Element.self, bufferingPolicy: buffering.policy(for: Element.self))
+        let relay = _StreamRelay()
+        guard let root else {
+            continuation.finish()
+            return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
+        }
+        let (token, deliversInitial) = root._register(
+            keyPath, by: relay, listenerType: _StreamRelay.self, options: options,
+            deliver: _makeDeliver(options, _yielding(to: continuation)))
+        if deliversInitial {
+            continuation.yield(ObservedChange(newValue: root[keyPath: keyPath], oldValue: nil, isInitial: true))
+        }
+        _endRelation(token, whenTerminated: continuation)
+        if !token.isActive { continuation.finish() }
+        return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
+    }
+
+    /// Yields the changes; see ``ObservedChanges``.
+    ///
+    /// ```swift
+    /// var iterator = counter.changes(\.count).makeAsyncIterator()
+    /// while let change = await iterator.next() { print(change.newValue!) }
+    /// ```
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        private var base: AsyncStream<Element>.Iterator
+        /// The listener of the relation: it ends when the iterator dies.
+        private let relay: _StreamRelay
+
+        init(base: AsyncStream<Element>.Iterator, relay: _StreamRelay) {
+            self.base = base
+            self.relay = relay
+        }
+
+        /// The next change, or `nil` once the sequence finished.
+        ///
+        /// ```swift
+        /// let change = await iterator.next()
+        /// ```
+        public mutating func next() async -> Element? {
+            await base.next()
+        }
+
+        /// The next change, or `nil` once the sequence finished, awaited in
+        /// the caller's isolation.
+        ///
+        /// ```swift
+        /// let change = await iterator.next(isolation: #isolation)
+        /// ```
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
+            await base.next(isolation: actor)
+        }
+    }
+}
+
+/// The values of one key path of one object, as an asynchronous sequence
+/// (made by ``SafeObservable/values(_:buffering:)``): the current value,
+/// then each new value.
+///
+/// ```swift
+/// for await count in counter.values(\.count) { print(count) }
+/// ```
+public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequence {
+    /// One value of the key path.
+    public typealias Element = Value
+    /// The sequence never throws.
+    public typealias Failure = Never
+
+    private let changes: ObservedChanges<Root, Value>
+
+    init(changes: ObservedChanges<Root, Value>) {
+        self.changes = changes
+    }
+
+    /// Observes the key path until the iterator is cancelled, dropped, or
+    /// the object dies.
+    ///
+    /// ```swift
+    /// var values = counter.values(\.count).makeAsyncIterator()
+    /// let current = await values.next()
+    /// ```
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: changes.makeAsyncIterator())
+    }
+
+    /// Yields the values; see ``ObservedValues``.
+    ///
+    /// ```swift
+    /// var iterator = counter.values(\.count).makeAsyncIterator()
+    /// while let count = await iterator.next() { print(count) }
+    /// ```
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        private var base: ObservedChanges<Root, Value>.AsyncIterator
+
+        init(base: ObservedChanges<Root, Value>.AsyncIterator) {
+            self.base = base
+        }
+
+        /// The next value, or `nil` once the sequence finished.
+        ///
+        /// ```swift
+        /// let count = await iterator.next()
+        /// ```
+        public mutating func next() async -> Value? {
+            // Unwrapped: every element carries `.new` or `.initial`.
+            await base.next().map { $0.newValue.unsafelyUnwrapped }
+        }
+
+        /// The next value, or `nil` once the sequence finished, awaited in
+        /// the caller's isolation.
+        ///
+        /// ```swift
+        /// let count = await iterator.next(isolation: #isolation)
+        /// ```
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> Value? {
+            await base.next(isolation: actor).map { $0.newValue.unsafelyUnwrapped }
+        }
+    }
+}
+
+/// The relation's handler: yields each change to `continuation`. It holds
+/// a finisher, released with the handler whenever the relation ends (the
+/// object died, the iterator was cancelled or dropped), which finishes the
+/// stream. Not generic over the root type, whose metatype a `@Sendable`
+/// closure must not capture.
+private func _yielding<Value: Sendable>(
+    to continuation: AsyncStream<ObservedChange<Value>>.Continuation
+) -> @Sendable (ObservedChange<Value>) -> Void {
+    let finisher = _StreamFinisher(continuation)
+    return { change in finisher.continuation.yield(change) }
+}
+
+/// Ends the relation of `token` when the stream terminates (its consuming
+/// task is cancelled, or it finishes). Not generic over the root type, whose
+/// metatype a `@Sendable` closure must not capture.
+private func _endRelation<Element: Sendable>(
+    _ token: ObservationToken, whenTerminated continuation: AsyncStream<Element>.Continuation
+) {
+    continuation.onTermination = { _ in token.invalidate() }
+}
+
+/// The listener of a sequence's relation, owned by its iterator. A
+/// ``SafeObserver``, so the relation ends inside its `deinit` when an
+/// iterator is dropped without being cancelled.
+final class _StreamRelay: SafeObserver {
+    let observerLifetime = ObserverLifetime()
+}
+
+/// Finishes a sequence's stream when it is released, which happens when the
+/// relation that captured it in its handler ends, however it ends.
+final class _StreamFinisher<Element: Sendable>: Sendable {
+    let continuation: AsyncStream<Element>.Continuation
+
+    init(_ continuation: AsyncStream<Element>.Continuation) {
+        self.continuation = continuation
+    }
+
+    deinit {
+        continuation.finish()
+    }
+}

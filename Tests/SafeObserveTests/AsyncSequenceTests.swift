@@ -1,0 +1,159 @@
+import Testing
+
+@testable import SafeObserve
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+private final class Node: SafeObservable {
+    @Observed var count = 0
+    @Observed var child: Node? = nil
+    let lifetime: LifetimeCounter?
+
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+
+    deinit { lifetime?.didDeinit() }
+}
+
+/// Waits (polling, with a deadline) until `condition` holds.
+private func eventually(_ condition: () -> Bool) async -> Bool {
+    for _ in 0..<2_000 {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return condition()
+}
+
+/// Changes as asynchronous sequences: `values` and `changes`.
+@Suite("Asynchronous sequences of changes")
+struct AsyncSequenceTests {
+    @Test func values_yieldTheCurrentValueFirst_thenEachNewValue() async {
+        let node = Node()
+        node.count = 3
+        var values = node.values(\.count).makeAsyncIterator()
+        #expect(await values.next() == 3)
+        node.count = 4
+        #expect(await values.next() == 4)
+        node.count = 5
+        #expect(await values.next() == 5)
+    }
+
+    @Test func changes_carryWhatTheOptionsAsk_andNoInitialUnlessAsked() async {
+        let node = Node()
+        var changes = node.changes(\.count, options: [.old, .new]).makeAsyncIterator()
+        node.count = 1
+        node.count = 2
+        let first = await changes.next()
+        let second = await changes.next()
+        #expect(first?.oldValue == 0 && first?.newValue == 1 && first?.isInitial == false)
+        #expect(second?.oldValue == 1 && second?.newValue == 2)
+    }
+
+    @Test func derivedKeyPaths_yieldTheirValues() async {
+        let node = Node()
+        var values = node.values(\.child?.count).makeAsyncIterator()
+        #expect(await values.next() == .some(nil))
+        let child = Node()
+        node.child = child
+        #expect(await values.next() == .some(0))
+        child.count = 7
+        #expect(await values.next() == .some(7))
+        node.child = nil
+        #expect(await values.next() == .some(nil))
+    }
+
+    @Test func theSequenceFinishes_whenTheObjectDies_andNeverKeptItAlive() async {
+        let lifetime = LifetimeCounter()
+        var node: Node? = Node(lifetime: lifetime)
+        weak var weakNode: Node?
+        weakNode = node
+        var values = node!.values(\.count).makeAsyncIterator()
+        #expect(await values.next() == 0)
+        node = nil
+        #expect(weakNode == nil, "iterating kept the object alive")
+        #expect(await values.next() == nil)
+        #expect(lifetime.liveCount == 0)
+    }
+
+    @Test func aSequenceOfAnObjectThatDiedBeforeIteration_isEmpty() async {
+        var node: Node? = Node()
+        let sequence = node!.values(\.count)
+        node = nil
+        var values = sequence.makeAsyncIterator()
+        #expect(await values.next() == nil)
+    }
+
+    @Test func cancellingTheConsumingTask_endsTheRelationAtOnce() async {
+        let node = Node()
+        let started = EventLog()
+        let task = Task {
+            for await value in node.values(\.count) { started.record("\(value)") }
+        }
+        #expect(await eventually { !started.entries.isEmpty })
+        #expect(SafeObservation.relations(of: node).count == 1)
+        task.cancel()
+        await task.value
+        #expect(SafeObservation.relations(of: node).isEmpty)
+    }
+
+    @Test func anIteratorDroppedWithoutCancellation_endsItsRelation() async {
+        let node = Node()
+        do {
+            var values = node.values(\.count).makeAsyncIterator()
+            #expect(await values.next() == 0)
+            #expect(SafeObservation.relations(of: node).count == 1)
+        }
+        #expect(SafeObservation.relations(of: node).isEmpty)
+    }
+
+    @Test func aSlowConsumer_ofValues_seesTheLatestValue_withBoundedMemory() async {
+        let node = Node()
+        var values = node.values(\.count).makeAsyncIterator()
+        for value in 1...10_000 { node.count = value }
+        #expect(await values.next() == 10_000, "older unread values are dropped")
+        node.count = 10_001
+        #expect(await values.next() == 10_001)
+    }
+
+    @Test func changes_keepEveryChange_unlessToldOtherwise() async {
+        let node = Node()
+        var every = node.changes(\.count).makeAsyncIterator()
+        var oldest = node.changes(\.count, buffering: .bufferingOldest(2)).makeAsyncIterator()
+        for value in 1...5 { node.count = value }
+        var seen: [Int] = []
+        for _ in 1...5 { seen.append(await every.next()!.newValue!) }
+        #expect(seen == [1, 2, 3, 4, 5])
+        #expect(await oldest.next()?.newValue == 1)
+        #expect(await oldest.next()?.newValue == 2)
+        node.count = 6
+        #expect(await oldest.next()?.newValue == 6)
+    }
+
+    @Test func changesMadeOnOtherThreads_areYielded_inTheOrderTheyWereMade() async {
+        let node = Node()
+        var changes = node.changes(\.count).makeAsyncIterator()
+        await Task.detached { [node] in
+            for value in 1...100 { node.count = value }
+        }.value
+        var seen: [Int] = []
+        for _ in 1...100 { seen.append(await changes.next()!.newValue!) }
+        #expect(seen == Array(1...100))
+    }
+
+    @Test func tenThousandSequencesCreatedAndCancelled_leaveNoRelationBehind() async {
+        let node = Node()
+        for _ in 0..<10_000 {
+            let task = Task { for await _ in node.values(\.count) {} }
+            task.cancel()
+            await task.value
+        }
+        #expect(await eventually { SafeObservation.relations(of: node).isEmpty })
+    }
+}
+
+// Node is only touched by one task at a time in these tests.
+extension Node: @unchecked Sendable {}
