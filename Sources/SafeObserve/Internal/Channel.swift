@@ -42,8 +42,6 @@ final class _Channel: Sendable {
         /// but the listener, for the duration of its call: the snapshot owns
         /// the relations, and each relation its handler.
         ///
-        /// - Complexity: O(*n*) in the relations of this property only.
-        ///
         /// Changes of one property reach each relation in the order they were
         /// stored: when a handler changes the property it observes, the
         /// nested change is delivered at once, so a relation later in the
@@ -52,6 +50,8 @@ final class _Channel: Sendable {
         /// back, and end on a stale one). Dependencies of derived key paths
         /// re-evaluate the key path, so they always deliver its current value
         /// and are never skipped.
+        ///
+        /// - Complexity: O(*n*) in the relations of this property only.
         @usableFromInline
         func deliver(root: AnyObject, change: UnsafeRawPointer, phase: _Phase, sequence: UInt64) {
             relations.withUnsafeBufferPointer { buffer in
