@@ -12,6 +12,7 @@ public enum ObservationBuffering: Sendable, Hashable {
     /// Keeps the oldest `limit` elements, dropping newer ones.
     case bufferingOldest(Int)
 
+    @inlinable
     func policy<Element>(for _: Element.Type) -> AsyncStream<Element>.Continuation.BufferingPolicy {
         switch self {
         case .unbounded: .unbounded
@@ -100,10 +101,10 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
     public typealias Failure = Never
 
     /// Never retained: iterating does not keep the object alive.
-    private weak var root: Root?
-    private let keyPath: KeyPath<Root, Value>
-    private let options: ObservationOptions
-    private let buffering: ObservationBuffering
+    @usableFromInline weak var root: Root?
+    @usableFromInline let keyPath: KeyPath<Root, Value>
+    @usableFromInline let options: ObservationOptions
+    @usableFromInline let buffering: ObservationBuffering
 
     init(root: Root, keyPath: KeyPath<Root, Value>, options: ObservationOptions, buffering: ObservationBuffering) {
         self.root = root
@@ -119,7 +120,10 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
     /// var changes = counter.changes(\.count).makeAsyncIterator()
     /// let first = await changes.next()
     /// ```
+    @inlinable
     public func makeAsyncIterator() -> AsyncIterator {
+        // Inlinable: the handler and the element type are specialized in the
+        // caller's module, as `safeObserve`'s are.
         let (stream, continuation) = AsyncStream.makeStream(
             of: Element.self, bufferingPolicy: buffering.policy(for: Element.self))
         let relay = _StreamRelay()
@@ -145,10 +149,11 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
     /// while let change = await iterator.next() { print(change.newValue!) }
     /// ```
     public struct AsyncIterator: AsyncIteratorProtocol {
-        private var base: AsyncStream<Element>.Iterator
+        @usableFromInline var base: AsyncStream<Element>.Iterator
         /// The listener of the relation: it ends when the iterator dies.
-        private let relay: _StreamRelay
+        @usableFromInline let relay: _StreamRelay
 
+        @usableFromInline
         init(base: AsyncStream<Element>.Iterator, relay: _StreamRelay) {
             self.base = base
             self.relay = relay
@@ -159,6 +164,7 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
         /// ```swift
         /// let change = await iterator.next()
         /// ```
+        @inlinable
         public mutating func next() async -> Element? {
             await base.next()
         }
@@ -169,6 +175,7 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
         /// ```swift
         /// let change = await iterator.next(isolation: #isolation)
         /// ```
+        @inlinable
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
             await base.next(isolation: actor)
         }
@@ -188,11 +195,7 @@ public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequen
     /// The sequence never throws.
     public typealias Failure = Never
 
-    private let changes: ObservedChanges<Root, Value>
-
-    init(changes: ObservedChanges<Root, Value>) {
-        self.changes = changes
-    }
+    @usableFromInline let changes: ObservedChanges<Root, Value>
 
     /// Observes the key path until the iterator is cancelled, dropped, or
     /// the object dies.
@@ -201,6 +204,7 @@ public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequen
     /// var values = counter.values(\.count).makeAsyncIterator()
     /// let current = await values.next()
     /// ```
+    @inlinable
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(base: changes.makeAsyncIterator())
     }
@@ -212,8 +216,9 @@ public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequen
     /// while let count = await iterator.next() { print(count) }
     /// ```
     public struct AsyncIterator: AsyncIteratorProtocol {
-        private var base: ObservedChanges<Root, Value>.AsyncIterator
+        @usableFromInline var base: ObservedChanges<Root, Value>.AsyncIterator
 
+        @usableFromInline
         init(base: ObservedChanges<Root, Value>.AsyncIterator) {
             self.base = base
         }
@@ -223,6 +228,7 @@ public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequen
         /// ```swift
         /// let count = await iterator.next()
         /// ```
+        @inlinable
         public mutating func next() async -> Value? {
             // Unwrapped: every element carries `.new` or `.initial`.
             await base.next().map { $0.newValue.unsafelyUnwrapped }
@@ -234,6 +240,7 @@ public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequen
         /// ```swift
         /// let count = await iterator.next(isolation: #isolation)
         /// ```
+        @inlinable
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Value? {
             await base.next(isolation: actor).map { $0.newValue.unsafelyUnwrapped }
         }
@@ -245,7 +252,8 @@ public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequen
 /// object died, the iterator was cancelled or dropped), which finishes the
 /// stream. Not generic over the root type, whose metatype a `@Sendable`
 /// closure must not capture.
-private func _yielding<Value: Sendable>(
+@inlinable
+func _yielding<Value: Sendable>(
     to continuation: AsyncStream<ObservedChange<Value>>.Continuation
 ) -> @Sendable (ObservedChange<Value>) -> Void {
     let finisher = _StreamFinisher(continuation)
@@ -255,7 +263,8 @@ private func _yielding<Value: Sendable>(
 /// Ends the relation of `token` when the stream terminates (its consuming
 /// task is cancelled, or it finishes). Not generic over the root type, whose
 /// metatype a `@Sendable` closure must not capture.
-private func _endRelation<Element: Sendable>(
+@inlinable
+func _endRelation<Element: Sendable>(
     _ token: ObservationToken, whenTerminated continuation: AsyncStream<Element>.Continuation
 ) {
     continuation.onTermination = { _ in token.invalidate() }
@@ -264,15 +273,20 @@ private func _endRelation<Element: Sendable>(
 /// The listener of a sequence's relation, owned by its iterator. A
 /// ``SafeObserver``, so the relation ends inside its `deinit` when an
 /// iterator is dropped without being cancelled.
+@usableFromInline
 final class _StreamRelay: SafeObserver {
-    let observerLifetime = ObserverLifetime()
+    @usableFromInline let observerLifetime = ObserverLifetime()
+
+    @usableFromInline init() {}
 }
 
 /// Finishes a sequence's stream when it is released, which happens when the
 /// relation that captured it in its handler ends, however it ends.
+@usableFromInline
 final class _StreamFinisher<Element: Sendable>: Sendable {
-    let continuation: AsyncStream<Element>.Continuation
+    @usableFromInline let continuation: AsyncStream<Element>.Continuation
 
+    @usableFromInline
     init(_ continuation: AsyncStream<Element>.Continuation) {
         self.continuation = continuation
     }

@@ -265,6 +265,28 @@ public enum Scenarios {
             measure(n) { n in for i in 0..<n { list.items.append(i) } }
             blackHole((list, sink))
         },
+        // Issue 14: a change handed to an asynchronous sequence (the consumer
+        // side, `next()`, is not counted: it needs a task).
+        Scenario(
+            operation: "yield a change to an async sequence", peer: "AsyncStream yield, newest 1 (floor)",
+            operationsPerIteration: 1
+        ) { n in
+            // The same element type as SafeObserve's, so the generic stream
+            // does the same work per element.
+            let (stream, continuation) = AsyncStream.makeStream(
+                of: ObservedChange<Int>.self, bufferingPolicy: .bufferingNewest(1))
+            measure(n) { n in for i in 0..<n { continuation.yield(ObservedChange(newValue: i, oldValue: nil)) } }
+            blackHole(stream)
+        },
+        Scenario(
+            operation: "yield a change to an async sequence", peer: "SafeObserve values(), newest 1",
+            operationsPerIteration: 1
+        ) { n in
+            let model = SafeModel()
+            let values = model.values(\.value).makeAsyncIterator()
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole((model, values))
+        },
         registerNewListener(afterPeak: 0),
         registerNewListener(afterPeak: 100_000),
     ]
