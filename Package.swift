@@ -45,6 +45,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "ConcurrencyDemo",
+            dependencies: ["SafeObserve"],
+            path: "Examples/ConcurrencyDemo",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "ChainsDemo",
             dependencies: ["SafeObserve"],
             path: "Examples/ChainsDemo",
