@@ -6,10 +6,22 @@
 /// ```
 public enum ObservationBuffering: Sendable, Hashable {
     /// Keeps every element: memory grows with a consumer that falls behind.
+    ///
+    /// ```swift
+    /// counter.changes(\.count, buffering: .unbounded)
+    /// ```
     case unbounded
     /// Keeps the newest `limit` elements, dropping older ones.
+    ///
+    /// ```swift
+    /// counter.values(\.count, buffering: .bufferingNewest(1))   // the latest value
+    /// ```
     case bufferingNewest(Int)
     /// Keeps the oldest `limit` elements, dropping newer ones.
+    ///
+    /// ```swift
+    /// counter.changes(\.count, buffering: .bufferingOldest(100))
+    /// ```
     case bufferingOldest(Int)
 
     @inlinable
@@ -96,8 +108,16 @@ extension SafeObservable {
 /// ```
 public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSequence {
     /// One change, as a `safeObserve` handler would receive it.
+    ///
+    /// ```swift
+    /// for await change in counter.changes(\.count) { print(change.newValue!) }
+    /// ```
     public typealias Element = ObservedChange<Value>
     /// The sequence never throws.
+    ///
+    /// ```swift
+    /// for await change in counter.changes(\.count) { }   // no `try`
+    /// ```
     public typealias Failure = Never
 
     /// Never retained: iterating does not keep the object alive.
@@ -191,8 +211,16 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
 /// ```
 public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequence {
     /// One value of the key path.
+    ///
+    /// ```swift
+    /// for await count in counter.values(\.count) { print(count) }
+    /// ```
     public typealias Element = Value
     /// The sequence never throws.
+    ///
+    /// ```swift
+    /// for await count in counter.values(\.count) { }   // no `try`
+    /// ```
     public typealias Failure = Never
 
     @usableFromInline let changes: ObservedChanges<Root, Value>
