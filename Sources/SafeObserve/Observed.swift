@@ -174,7 +174,8 @@ public struct Observed<Value> {
             if emission.hasPrior { emission.abandonPriorPhase(root: instance) }
             return
         }
-        // Unmanaged: the sentinel borrowed as in the setter (`sentinelBits` is non-zero).
+        // Unmanaged: the sentinel the storage owns (`sentinelBits` is non-zero),
+        // retained by `takeUnretainedValue()` for this call.
         let sentinel = Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
         emission.deliverChange(root: instance, new: new, old: old, channel: sentinel.takeUnretainedValue().channel)
     }

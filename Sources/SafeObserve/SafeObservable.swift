@@ -162,7 +162,7 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
         handler(
             unsafeDowncast(listener, to: Listener.self),
             unsafeDowncast(root, to: Root.self),
-            _ObservedChangeFor(options, change, phase, Value.self)
+            _observedChange(options, change, phase, Value.self)
         )
     }
 }
@@ -173,13 +173,13 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
 func _makeDeliver<Value>(
     _ options: ObservationOptions, _ handler: @escaping @Sendable (ObservedChange<Value>) -> Void
 ) -> _Deliver {
-    { _, _, change, phase in handler(_ObservedChangeFor(options, change, phase, Value.self)) }
+    { _, _, change, phase in handler(_observedChange(options, change, phase, Value.self)) }
 }
 
 /// What a relation with `options` receives of the full change `change`
 /// points to (an `ObservedChange<Value>` carrying both values).
 @inlinable @inline(__always)
-func _ObservedChangeFor<Value>(
+func _observedChange<Value>(
     _ options: ObservationOptions, _ change: UnsafeRawPointer, _ phase: _Phase, _: Value.Type
 ) -> ObservedChange<Value> {
     let isPrior = phase == .prior

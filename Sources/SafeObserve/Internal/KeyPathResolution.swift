@@ -161,10 +161,6 @@ enum _KeyPathNames {
     /// stays valid).
     private static let table = _Mutex([ObjectIdentifier: (keyPath: AnyKeyPath, name: String)]())
 
-    /// The same names by key-path hash, for an equal key path that is
-    /// another object (a literal at another use site, or in generic code).
-    private static let byValue = _Mutex([Int: (keyPath: AnyKeyPath, name: String)]())
-
     /// Records the name of the property `access` read, for `keyPath`, from
     /// the type metadata of the object's class (never from the object).
     static func recordName(of keyPath: AnyKeyPath, reading access: _Access) {
@@ -176,10 +172,6 @@ enum _KeyPathNames {
         table.withLock { table in
             if table[id] == nil, table.count < limit { table[id] = (keyPath, field.name) }
         }
-        let hash = keyPath.hashValue  // outside locks: may run user code
-        byValue.withLock { byValue in
-            if byValue[hash] == nil, byValue.count < limit { byValue[hash] = (keyPath, field.name) }
-        }
     }
 
     /// `keyPath` as source: `\Counter.count` for a recorded `@Observed`
@@ -190,9 +182,12 @@ enum _KeyPathNames {
         if let name = table.withLock({ $0[ObjectIdentifier(keyPath)]?.name }) {
             return "\\\(type(of: keyPath).rootType).\(name)"
         }
-        // Another object equal to a named key path; `==` outside locks.
-        let hash = keyPath.hashValue
-        guard let named = byValue.withLock({ $0[hash] }), named.keyPath == keyPath else { return raw }
-        return "\\\(type(of: keyPath).rootType).\(named.name)"
+        // Another object equal to a resolved key path (a literal at another
+        // use site, or in generic code): its field names it.
+        guard let root = type(of: keyPath).rootType as? AnyClass,
+            let field = _KeyPathResolutionCache.sentinelField(equalTo: keyPath),
+            let name = _ObservedFields.field(withSentinelAt: field.offset, in: root)?.name
+        else { return raw }
+        return "\\\(root).\(name)"
     }
 }

@@ -253,9 +253,7 @@ enum _SafeObserveRegistration {
                     + "or computed property that reads one)")
             return .invalid
         }
-        guard accesses.count == 1, let access = accesses.first, access.object === object,
-            access.wrappedKeyPath == keyPath || isSubclassSpelling(of: access.wrappedKeyPath, keyPath, isSettable)
-        else {
+        guard let access = propertyAccess(accesses, keyPath, object, isSettable) else {
             return .derived(accesses)
         }
         if let field = access.sentinelField {
@@ -304,11 +302,19 @@ enum _SafeObserveRegistration {
         {
             return field.channel(in: object)
         }
-        let accesses = _AccessTracker.resolve(read)
+        return propertyAccess(_AccessTracker.resolve(read), keyPath, object, isSettable)?.channel
+    }
+
+    /// The access that makes `keyPath` exactly one `@Observed` property of
+    /// `object`, if `accesses` (what reading it did) say it is: one access,
+    /// on the object itself, to the property `keyPath` spells.
+    private static func propertyAccess(
+        _ accesses: [_Access], _ keyPath: AnyKeyPath, _ object: AnyObject, _ isSettable: () -> Bool
+    ) -> _Access? {
         guard accesses.count == 1, let access = accesses.first, access.object === object,
             access.wrappedKeyPath == keyPath || isSubclassSpelling(of: access.wrappedKeyPath, keyPath, isSettable)
         else { return nil }
-        return access.channel
+        return access
     }
 
     /// A readable name for `keyPath`, for messages.

@@ -121,9 +121,9 @@ class _Relation: @unchecked Sendable {
         return false
     }
 
-    /// Whether `keyPath` may equal this relation's key path, given the
-    /// candidate's hash: always for a single property's relation (matched
-    /// by channel instead), by hash for a derived one.
+    /// Whether a derived key path with hash `hash` may equal this relation's
+    /// key path: only if this relation is derived too (a single property's
+    /// relation is matched by channel instead) and its key path has that hash.
     @inline(__always)
     final func mayEqualDerivedKeyPath(hashed hash: Int) -> Bool {
         // unsafeDowncast: only a `_DerivedRelation` is made without a channel.
