@@ -31,7 +31,7 @@ import Synchronization
 ///
 /// The controller observes through a private listener that adopts
 /// ``SafeObserver``; every relation is an ordinary
-/// ``SafeObservable/safeObserve(_:by:options:changeHandler:)`` relation of
+/// ``SafeObservable/safeObserve(_:by:options:isolation:changeHandler:)`` relation of
 /// that listener, so every guarantee of SafeObserve applies unchanged.
 ///
 /// ## Lifetimes

@@ -8,7 +8,8 @@
 ///
 /// The default for `safeObserve` is `[.new]`.
 public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringConvertible {
-    /// The options' bits: `.new` is bit 0, `.old` bit 1, `.initial` bit 2, `.prior` bit 3.
+    /// The options' bits: `.new` is bit 0, `.old` bit 1, `.initial` bit 2,
+    /// `.prior` bit 3, `.coalesced` bit 4. Other bits are ignored.
     ///
     /// ```swift
     /// assert(ObservationOptions.old.rawValue == 2)
@@ -64,6 +65,26 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
     /// ```
     @inlinable public static var prior: ObservationOptions { ObservationOptions(rawValue: 1 << 3) }
 
+    /// For a handler registered from an actor: while a change made elsewhere
+    /// waits to be delivered on the actor, further changes merge into it, so
+    /// the handler is told once, with the first old value and the latest new
+    /// value. Changes made on the actor itself are delivered at once, as
+    /// always. Without it, every change is delivered.
+    ///
+    /// ```swift
+    /// @MainActor func bind(_ progress: Download) {
+    ///     progress.safeObserve(\.bytes, by: self, options: [.new, .coalesced]) { view, _, change in
+    ///         view.label.text = "\(change.newValue!) bytes"   // once per main-actor turn, at most
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// A prior notification (``prior``) made while a change is waiting is
+    /// dropped: the waiting change was already announced. Handlers of
+    /// nonisolated registrations run synchronously, so there is nothing to
+    /// merge and the option has no effect.
+    @inlinable public static var coalesced: ObservationOptions { ObservationOptions(rawValue: 1 << 4) }
+
     /// The options in source form, such as `[.old, .new]`.
     ///
     /// ```swift
@@ -71,7 +92,7 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
     /// ```
     public var description: String {
         let names: [(ObservationOptions, String)] = [
-            (.new, ".new"), (.old, ".old"), (.initial, ".initial"), (.prior, ".prior"),
+            (.new, ".new"), (.old, ".old"), (.initial, ".initial"), (.prior, ".prior"), (.coalesced, ".coalesced"),
         ]
         return "[" + names.filter { contains($0.0) }.map(\.1).joined(separator: ", ") + "]"
     }

@@ -45,7 +45,7 @@ extension SafeObservable {
     ///
     /// Each iterator observes the key path from the moment it is made until
     /// the sequence ends: single, dotted, optional and computed key paths
-    /// work as with ``safeObserve(_:by:options:changeHandler:)``, and so do
+    /// work as with ``safeObserve(_:by:options:isolation:changeHandler:)``, and so do
     /// the options (`.initial` yields the current value first).
     ///
     /// Lifetimes:

@@ -24,14 +24,35 @@ extension SafeObservable {
     ///
     /// The handler receives the listener and the object as parameters, so it
     /// never needs to capture either (capturing them strongly would keep them
-    /// alive for as long as the relation). It runs synchronously on the thread
-    /// that changed the property, after the new value is stored, and never
-    /// while SafeObserve holds a lock: it may observe, unobserve, mutate or
-    /// release anything.
+    /// alive for as long as the relation). It never runs while SafeObserve
+    /// holds a lock: it may observe, unobserve, mutate or release anything.
     ///
     /// ```swift
     /// let token = counter.safeObserve(\.count, by: label, options: [.initial, .old, .new]) { label, counter, change in
     ///     label.text = "\(change.oldValue ?? 0) → \(change.newValue!)"
+    /// }
+    /// ```
+    ///
+    /// Where the handler runs is the caller's isolation (`isolation`, which
+    /// defaults to it):
+    /// - Registered from an actor (a `@MainActor` view model, an actor's
+    ///   method), the handler is isolated to that actor and may use its state
+    ///   directly. A change made on the actor is delivered synchronously,
+    ///   after the new value is stored; a change made elsewhere is delivered
+    ///   on the actor, in the order the changes were made, and is dropped if
+    ///   by then the relation ended or either side died (see ``ObservationOptions/coalesced``
+    ///   to merge waiting changes, and "Observing from actors and async code").
+    /// - Registered from nonisolated code, the handler runs synchronously on
+    ///   the thread that changed the property, after the new value is stored.
+    ///
+    /// ```swift
+    /// @MainActor final class BadgeModel {
+    ///     var text = ""
+    ///     func show(_ inbox: Inbox) {   // `inbox` may be changed on any thread
+    ///         inbox.safeObserve(\.unread, by: self, options: [.initial, .new]) { model, _, change in
+    ///             model.text = "\(change.newValue!)"   // on the main actor
+    ///         }
+    ///     }
     /// }
     /// ```
     ///
@@ -61,6 +82,8 @@ extension SafeObservable {
     ///   - listener: The object on whose behalf the handler runs. Never
     ///     retained: the relation only keeps its memory allocated until cleanup.
     ///   - options: What the handler receives; `[.new]` by default.
+    ///   - isolation: The actor the handler is isolated to, or `nil` for
+    ///     synchronous delivery on any thread; the caller's by default.
     ///   - changeHandler: Called with the listener, this object and the change.
     /// - Returns: The relation's token. Keeping it is optional.
     /// - Complexity: Amortized O(*k*), *k* being the key paths `listener`
@@ -71,16 +94,96 @@ extension SafeObservable {
         _ keyPath: KeyPath<Self, Value>,
         by listener: Listener,
         options: ObservationOptions = .new,
-        changeHandler: @escaping @Sendable (Listener, Self, ObservedChange<Value>) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        changeHandler: @escaping (Listener, Self, ObservedChange<Value>) -> Void
     ) -> ObservationToken {
         // The handler thunk is built here, in the caller's module, so delivery
         // runs specialized code; registration itself is not generic.
+        let hop: _Hop<Value>?
+        let deliver: _Deliver
+        if let isolation {
+            let actorHop = _Hop<Value>(
+                actor: isolation, listener: listener, root: self, coalesces: options.contains(.coalesced)
+            ) { listener, root, change in
+                changeHandler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Self.self), change)
+            }
+            hop = actorHop
+            deliver = _makeDeliver(options, hopping: actorHop)
+        } else {
+            hop = nil
+            deliver = _makeDeliver(options, unisolated: changeHandler)
+        }
         let (token, deliversInitial) = _register(
-            keyPath, by: listener, listenerType: Listener.self, options: options,
-            deliver: _makeDeliver(options, changeHandler))
+            keyPath, by: listener, listenerType: Listener.self, options: options, deliver: deliver)
+        hop?.attach(token)
         if deliversInitial {
             let current = self[keyPath: keyPath]
             changeHandler(listener, self, ObservedChange(newValue: current, oldValue: nil, isInitial: true))
+        }
+        return token
+    }
+
+    /// Observes `keyPath` on this object on behalf of an actor, whose
+    /// handler runs isolated to that actor.
+    ///
+    /// The handler receives the actor as an `isolated` parameter, so it
+    /// reaches the actor's state synchronously without capturing it (a
+    /// capture would keep the actor alive for as long as the relation):
+    ///
+    /// ```swift
+    /// actor Cache {
+    ///     var count = 0
+    ///     func watch(_ counter: Counter) {
+    ///         counter.safeObserve(\.count, by: self) { cache, _, change in
+    ///             cache.count = change.newValue!
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// A change made on the actor is delivered synchronously, after the store;
+    /// a change made elsewhere is delivered on the actor, in order, as for a
+    /// handler registered from an actor (see
+    /// ``safeObserve(_:by:options:isolation:changeHandler:)``). `.initial`
+    /// runs during registration when it is made on the actor, and is the
+    /// first delivery on the actor otherwise. Every other guarantee of
+    /// `safeObserve` holds.
+    ///
+    /// - Parameters:
+    ///   - keyPath: An `@Observed` property of this object, or a key path
+    ///     through them.
+    ///   - listener: The actor on whose behalf, and on which, the handler runs.
+    ///     Never retained.
+    ///   - options: What the handler receives; `[.new]` by default.
+    ///   - changeHandler: Called on `listener`, with it, this object and the change.
+    /// - Returns: The relation's token. Keeping it is optional.
+    /// - Complexity: Amortized O(*k*), *k* being the key paths `listener`
+    ///   observes on this object.
+    @discardableResult
+    @inlinable
+    public func safeObserve<Listener: Actor, Value>(
+        _ keyPath: KeyPath<Self, Value>,
+        by listener: Listener,
+        options: ObservationOptions = .new,
+        changeHandler: @escaping @Sendable (isolated Listener, Self, ObservedChange<Value>) -> Void
+    ) -> ObservationToken {
+        // unsafeBitCast: an `isolated` parameter changes no calling convention
+        // (`Actor.assumeIsolated` relies on the same); the hop calls the
+        // handler only on `listener`'s executor.
+        let handler = unsafeBitCast(
+            changeHandler, to: (@Sendable (Listener, Self, ObservedChange<Value>) -> Void).self)
+        let hop = _Hop<Value>(
+            actor: listener, listener: listener, root: self, coalesces: options.contains(.coalesced)
+        ) { listener, root, change in
+            handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Self.self), change)
+        }
+        let (token, deliversInitial) = _register(
+            keyPath, by: listener, listenerType: Listener.self, options: options,
+            deliver: _makeDeliver(options, hopping: hop))
+        hop.attach(token)
+        if deliversInitial {
+            hop.deliver(
+                listener, self, ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true))
         }
         return token
     }
@@ -164,6 +267,32 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
             unsafeDowncast(root, to: Root.self),
             _observedChange(options, change, phase, Value.self)
         )
+    }
+}
+
+/// Wraps the handler of a nonisolated registration, called on the thread
+/// that made the change.
+@inlinable
+func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
+    _ options: ObservationOptions,
+    unisolated handler: @escaping (Listener, Root, ObservedChange<Value>) -> Void
+) -> _Deliver {
+    // nonisolated(unsafe): a handler registered from nonisolated code runs
+    // where its object is changed, as it would inline; see "Threading".
+    nonisolated(unsafe) let handler = handler
+    return { listener, root, change, phase in
+        handler(
+            unsafeDowncast(listener, to: Listener.self),
+            unsafeDowncast(root, to: Root.self),
+            _observedChange(options, change, phase, Value.self)
+        )
+    }
+}
+
+/// Wraps the handler of an isolated registration: `hop` delivers on its actor.
+@inlinable
+func _makeDeliver<Value>(_ options: ObservationOptions, hopping hop: _Hop<Value>) -> _Deliver {
+    { listener, root, change, phase in hop.deliver(listener, root, _observedChange(options, change, phase, Value.self))
     }
 }
 

@@ -5,7 +5,7 @@ import Synchronization
 /// Any class can listen. A listener that adopts this protocol — one stored
 /// property — has every relation it holds removed, and every handler
 /// released, the moment it is destroyed. Other listeners are cleaned up
-/// lazily (see ``SafeObservable/safeObserve(_:by:options:changeHandler:)``).
+/// lazily (see ``SafeObservable/safeObserve(_:by:options:isolation:changeHandler:)``).
 ///
 /// ```swift
 /// final class CounterLabel: SafeObserver {

@@ -18,12 +18,46 @@
 #define CSAFEOBSERVE_RUNTIME_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /// `bool swift_isDeallocating(HeapObject *)`.
 bool swift_isDeallocating(void *_Nonnull object);
 
 /// `HeapObject *swift_tryRetain(HeapObject *)`.
 void *_Nullable swift_tryRetain(void *_Nonnull object);
+
+// Whether the calling thread is running on a serial executor, which the
+// Concurrency runtime answers for `Actor.assumeIsolated` (inlined into every
+// client that calls it, so the entry point is part of the runtime's ABI).
+// - Declared with the runtime's calling convention (`SWIFT_CC(swift)`, clang's
+//   `swiftcall`); its argument, a `SerialExecutorRef` (an identity pointer and
+//   an implementation word, `UnownedSerialExecutor` in Swift), is passed as
+//   its two words, which is how `swiftcall` passes that struct.
+// - The `WithFlags` variant (Swift 6.2 runtimes) with no flags answers false
+//   when the executor is another one; the older entry point traps instead on
+//   6.2+ runtimes ("Incorrect actor executor assumption"), so it is used only
+//   where the new one is missing (weakly linked: NULL on an older runtime).
+#if defined(__APPLE__)
+#define CSAFEOBSERVE_SYMBOL(name) __asm__("_" #name)
+#else
+#define CSAFEOBSERVE_SYMBOL(name) __asm__(#name)
+#endif
+
+__attribute__((swiftcall, weak)) bool csafeobserve_isCurrentExecutorWithFlags(
+    void *_Nullable identity, uintptr_t implementation, uint64_t flags)
+    CSAFEOBSERVE_SYMBOL(swift_task_isCurrentExecutorWithFlags);
+
+__attribute__((swiftcall)) bool csafeobserve_isCurrentExecutorLegacy(
+    void *_Nullable identity, uintptr_t implementation) CSAFEOBSERVE_SYMBOL(swift_task_isCurrentExecutor);
+
+/// Whether the calling thread runs on the serial executor made of these two
+/// words (an `UnownedSerialExecutor`); never traps.
+static inline bool csafeobserve_isCurrentExecutor(void *_Nullable identity, uintptr_t implementation) {
+    if (csafeobserve_isCurrentExecutorWithFlags) {
+        return csafeobserve_isCurrentExecutorWithFlags(identity, implementation, 0);
+    }
+    return csafeobserve_isCurrentExecutorLegacy(identity, implementation);
+}
 
 #if defined(__APPLE__)
 /// Whether instances of `cls` use Swift's native reference counting (not

@@ -276,6 +276,17 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
 
 #endif
 
+/// Whether the calling thread is running on `executor` (an actor's), as
+/// `Actor.assumeIsolated` asks the Concurrency runtime, but answering `false`
+/// instead of trapping.
+@usableFromInline
+func _isCurrentExecutor(_ executor: UnownedSerialExecutor) -> Bool {
+    // unsafeBitCast: an `UnownedSerialExecutor` is the runtime's two-word
+    // `SerialExecutorRef` (identity, implementation), in that order.
+    let words = unsafeBitCast(executor, to: (UnsafeMutableRawPointer?, UInt).self)
+    return csafeobserve_isCurrentExecutor(words.0, words.1)
+}
+
 /// The calling thread's identity (for values that wait for a change on the
 /// same thread).
 func _currentThreadID() -> UInt {

@@ -1,0 +1,360 @@
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A model shared between actors, as an app's models are: changed on a
+/// background actor, observed from the main actor.
+private final class SharedModel: SafeObservable, @unchecked Sendable {
+    // @unchecked Sendable: the tests change it from one task at a time.
+    @Observed var count = 0
+    @Observed var title = ""
+    let lifetime: LifetimeCounter?
+
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+
+    deinit { lifetime?.didDeinit() }
+}
+
+/// A main-actor listener, not Sendable: a view model.
+@MainActor
+private final class ViewModel {
+    var seen: [Int] = []
+    var changes: [ObservedChange<Int>] = []
+    let lifetime: LifetimeCounter?
+
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+
+    isolated deinit { lifetime?.didDeinit() }
+}
+
+/// Something a handler captures, to check that it is released.
+private final class Payload: Sendable {}
+
+/// Changes `model` on another thread and waits for it, busily, so that the
+/// calling actor stays occupied: deliveries hopping to it stay queued behind
+/// the caller until it suspends.
+private func changeElsewhere(_ model: SharedModel, _ body: @escaping @Sendable (SharedModel) -> Void) {
+    let done = Done()
+    Task.detached {
+        body(model)
+        done.flag.store(true, ordering: .releasing)
+    }
+    while !done.flag.load(ordering: .acquiring) { sched_yield() }
+}
+
+private final class Done: Sendable {
+    let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+}
+
+/// Lets the main actor run what is queued on it: yields, then waits for a
+/// job enqueued from another thread now (jobs of equal priority run in order).
+@MainActor
+private func settleMainActor() async {
+    for _ in 0..<20 { await Task.yield() }
+    await Task.detached { await MainActor.run {} }.value
+    for _ in 0..<20 { await Task.yield() }
+}
+
+/// Waits, polling on the main actor, until `condition` holds.
+@MainActor
+private func eventually(_ condition: () -> Bool) async -> Bool {
+    for _ in 0..<2_000 {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return condition()
+}
+
+@MainActor
+@Suite("Handlers isolated to the registering actor")
+struct IsolatedHandlerTests {
+    @Test func aMainActorListener_receivesChangesMadeOnADetachedTask_inOrder_onTheMainActor() async {
+        let model = SharedModel()
+        let view = ViewModel()
+        model.safeObserve(\.count, by: view) { view, _, change in
+            MainActor.preconditionIsolated("delivered off the main actor")
+            view.seen.append(change.newValue!)
+        }
+        await Task.detached {
+            for value in 1...200 { model.count = value }
+        }.value
+        #expect(await eventually { view.seen.count == 200 })
+        #expect(view.seen == Array(1...200))
+    }
+
+    @Test func aChangeMadeOnTheHandlersActor_isDeliveredSynchronously() {
+        let model = SharedModel()
+        let view = ViewModel()
+        model.safeObserve(\.count, by: view, options: [.old, .new]) { view, model, change in
+            #expect(model.count == change.newValue, "delivered before the store")
+            view.seen.append(change.newValue!)
+        }
+        model.count = 1
+        #expect(view.seen == [1])
+        model.count = 2
+        #expect(view.seen == [1, 2])
+    }
+
+    @Test func aSameActorChange_isDeliveredAfterTheChangesStillQueued() {
+        let model = SharedModel()
+        let view = ViewModel()
+        model.safeObserve(\.count, by: view) { view, _, change in view.seen.append(change.newValue!) }
+        changeElsewhere(model) { model in
+            model.count = 1
+            model.count = 2
+        }
+        #expect(view.seen.isEmpty, "a change made elsewhere ran synchronously off the actor")
+        model.count = 3
+        #expect(view.seen == [1, 2, 3])
+    }
+
+    @Test func initialIsDeliveredSynchronously_duringRegistration() {
+        let model = SharedModel()
+        model.count = 7
+        let view = ViewModel()
+        model.safeObserve(\.count, by: view, options: [.initial, .new]) { view, _, change in
+            view.seen.append(change.newValue!)
+        }
+        #expect(view.seen == [7])
+    }
+
+    @Test func aQueuedDelivery_isDroppedAfterInvalidate_andTheHandlersCapturesAreReleasedAtOnce() async {
+        let model = SharedModel()
+        let view = ViewModel()
+        var payload: Payload? = Payload()
+        weak var weakPayload: Payload?
+        weakPayload = payload
+        let token = model.safeObserve(\.count, by: view) { [payload] view, _, change in
+            _ = payload
+            view.seen.append(change.newValue!)
+        }
+        payload = nil
+        changeElsewhere(model) { $0.count = 1 }
+        token.invalidate()
+        #expect(weakPayload == nil, "the ended relation's handler is still alive")
+        await settleMainActor()
+        #expect(view.seen.isEmpty)
+    }
+
+    @Test func aHandlerEndingTheRelation_dropsTheChangesQueuedBehindIt() async {
+        let model = SharedModel()
+        let view = ViewModel()
+        var token: ObservationToken?
+        token = model.safeObserve(\.count, by: view) { view, _, change in
+            view.seen.append(change.newValue!)
+            token?.invalidate()
+        }
+        changeElsewhere(model) { model in
+            model.count = 1
+            model.count = 2
+            model.count = 3
+        }
+        await settleMainActor()
+        #expect(view.seen == [1])
+    }
+
+    @Test func aQueuedDelivery_isDroppedAfterTheListenerDied_andRetainsIt_not() async {
+        let model = SharedModel()
+        let lifetime = LifetimeCounter()
+        var view: ViewModel? = ViewModel(lifetime: lifetime)
+        weak var weakView: ViewModel?
+        weakView = view
+        var payload: Payload? = Payload()
+        weak var weakPayload: Payload?
+        weakPayload = payload
+        let calls = Done()
+        model.safeObserve(\.count, by: view!) { [payload] _, _, _ in
+            _ = payload
+            calls.flag.store(true, ordering: .relaxed)
+        }
+        payload = nil
+        changeElsewhere(model) { $0.count = 1 }
+        view = nil
+        #expect(weakView == nil, "a queued delivery kept the listener alive")
+        await settleMainActor()
+        #expect(!calls.isSet, "delivered to a dead listener")
+        #expect(weakPayload == nil, "the dead listener's handler is still alive")
+        #expect(SafeObservation.relations(of: model).isEmpty)
+        #expect(lifetime.liveCount == 0)
+    }
+
+    @Test func aQueuedDelivery_isDroppedAfterTheObjectDied_andRetainsIt_not() async {
+        let lifetime = LifetimeCounter()
+        var model: SharedModel? = SharedModel(lifetime: lifetime)
+        weak var weakModel: SharedModel?
+        weakModel = model
+        let view = ViewModel()
+        var payload: Payload? = Payload()
+        weak var weakPayload: Payload?
+        weakPayload = payload
+        model!.safeObserve(\.count, by: view) { [payload] view, _, change in
+            _ = payload
+            view.seen.append(change.newValue!)
+        }
+        payload = nil
+        changeElsewhere(model!) { $0.count = 1 }
+        model = nil
+        #expect(weakModel == nil, "a queued delivery kept the object alive")
+        #expect(weakPayload == nil, "the dead object's relation's handler is still alive")
+        await settleMainActor()
+        #expect(view.seen.isEmpty)
+        #expect(SafeObservation.relations(observedBy: view).isEmpty)
+    }
+
+    @Test func coalesced_mergesWaitingChanges_intoTheFirstOldAndTheLatestNewValue() async {
+        let model = SharedModel()
+        let view = ViewModel()
+        model.safeObserve(\.count, by: view, options: [.old, .new, .coalesced]) { view, _, change in
+            view.changes.append(change)
+        }
+        changeElsewhere(model) { model in
+            for value in 1...5 { model.count = value }
+        }
+        await settleMainActor()
+        #expect(view.changes == [ObservedChange(newValue: 5, oldValue: 0)])
+        // Once delivered, the next change waits on its own.
+        changeElsewhere(model) { model in
+            model.count = 6
+            model.count = 7
+        }
+        await settleMainActor()
+        #expect(view.changes.last == ObservedChange(newValue: 7, oldValue: 5))
+        #expect(view.changes.count == 2)
+    }
+
+    @Test func withoutCoalesced_everyChangeIsDelivered() async {
+        let model = SharedModel()
+        let view = ViewModel()
+        model.safeObserve(\.count, by: view, options: [.old, .new]) { view, _, change in
+            view.changes.append(change)
+        }
+        changeElsewhere(model) { model in
+            for value in 1...5 { model.count = value }
+        }
+        await settleMainActor()
+        #expect(view.changes == (1...5).map { ObservedChange(newValue: $0, oldValue: $0 - 1) })
+    }
+
+    @Test func prior_madeElsewhere_arrivesBeforeItsChange_withTheOldValue() async {
+        let model = SharedModel()
+        let view = ViewModel()
+        model.safeObserve(\.count, by: view, options: [.old, .new, .prior]) { view, _, change in
+            view.changes.append(change)
+        }
+        changeElsewhere(model) { $0.count = 1 }
+        await settleMainActor()
+        #expect(
+            view.changes == [
+                ObservedChange(newValue: nil, oldValue: 0, isPrior: true), ObservedChange(newValue: 1, oldValue: 0),
+            ])
+    }
+
+    @Test func derivedKeyPaths_hopToo() async {
+        let model = SharedModel()
+        let view = ViewModel()
+        model.safeObserve(\.title.count, by: view) { view, _, change in
+            MainActor.preconditionIsolated()
+            view.seen.append(change.newValue!)
+        }
+        await Task.detached { model.title = "abc" }.value
+        #expect(await eventually { view.seen == [3] })
+    }
+
+    @Test func reentrancy_aHandlerMayMutateUnobserveAndObserve_onItsActor() async {
+        let model = SharedModel()
+        let view = ViewModel()
+        model.safeObserve(\.count, by: view) { view, model, change in
+            view.seen.append(change.newValue!)
+            if change.newValue! < 3 { model.count += 1 }  // synchronous: on the actor
+            if change.newValue! == 3 {
+                model.safeUnobserve(\.count, by: view)
+                model.safeObserve(\.title, by: view) { view, _, _ in view.seen.append(-1) }
+            }
+        }
+        await Task.detached { model.count = 1 }.value
+        #expect(await eventually { view.seen == [1, 2, 3] })
+        await Task.detached {
+            model.count = 10
+            model.title = "x"
+        }.value
+        #expect(await eventually { view.seen == [1, 2, 3, -1] })
+    }
+
+    @Test func anActorListener_receivesChangesOnItsExecutor() async {
+        let model = SharedModel()
+        let accumulator = Accumulator()
+        await accumulator.observe(model)
+        await Task.detached {
+            for value in 1...50 { model.count = value }
+        }.value
+        var total = 0
+        for _ in 0..<2_000 {
+            total = await accumulator.seen.count
+            if total == 50 { break }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(await accumulator.seen == Array(1...50))
+    }
+
+    @Test func anActorListener_thatDies_isNotKeptAliveByItsRelations() async {
+        let model = SharedModel()
+        let lifetime = LifetimeCounter()
+        var accumulator: Accumulator? = Accumulator(lifetime: lifetime)
+        await accumulator!.observe(model)
+        await Task.detached { model.count = 1 }.value
+        accumulator = nil
+        #expect(await eventually { lifetime.liveCount == 0 })
+        await Task.detached { model.count = 2 }.value
+        #expect(SafeObservation.relations(of: model).isEmpty || lifetime.liveCount == 0)
+    }
+
+    @Test func nonisolatedRegistration_keepsSynchronousAnyThreadDelivery() async {
+        let model = SharedModel()
+        let result = await Task.detached { () -> Bool in
+            let listener = Listener()
+            let ranOnThisThread = Done()
+            let thread = pthread_self()
+            model.safeObserve(\.count, by: listener) { _, _, _ in
+                if pthread_self() == thread { ranOnThisThread.flag.store(true, ordering: .relaxed) }
+            }
+            model.count = 1
+            return ranOnThisThread.isSet
+        }.value
+        #expect(result)
+    }
+}
+
+/// An actor listener observing with `self` as the listener.
+private actor Accumulator {
+    var seen: [Int] = []
+    let lifetime: LifetimeCounter?
+
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+
+    deinit { lifetime?.didDeinit() }
+
+    func observe(_ model: SharedModel) {
+        model.safeObserve(\.count, by: self) { accumulator, _, change in
+            accumulator.record(change.newValue!)
+        }
+    }
+
+    private func record(_ value: Int) {
+        seen.append(value)
+    }
+}
