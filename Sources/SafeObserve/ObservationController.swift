@@ -57,14 +57,15 @@ import Synchronization
 ///
 /// Every method may be called from any thread, and from inside any callback
 /// (re-entrancy is supported: observe, unobserve, mutate or release anything).
-/// Callbacks run synchronously on the thread that changed the property, never
-/// while the controller or SafeObserve holds a lock. Once `deinit` or an
-/// `unobserve` returns, no further callback starts for the relations it ended;
-/// a callback already running on another thread may finish.
-///
-/// - Note: Callbacks are `@Sendable` because they run on whichever thread
-///   makes the change. Unbound method references (`InboxBadge.refresh`)
-///   capture nothing and always qualify.
+/// Callbacks never run while the controller or SafeObserve holds a lock.
+/// Where they run is the isolation of the `observe` call, as for
+/// ``SafeObservable/safeObserve(_:by:options:isolation:changeHandler:)``:
+/// observed from an actor (a `@MainActor` observer), callbacks are isolated
+/// to it — synchronous for a change made there, delivered in order on the
+/// actor for a change made elsewhere; observed from nonisolated code, they
+/// run synchronously on the thread that changed the property. Once `deinit`
+/// or an `unobserve` returns, no further callback starts for the relations it
+/// ended; a callback already running on another thread may finish.
 public final class ObservationController<Observer: AnyObject>: CustomDebugStringConvertible, @unchecked Sendable {
     // @unchecked Sendable: the only mutable state is `state`, reached only
     // inside `withLock`; `relay` and `retainsObserved` are immutable, and the
@@ -146,18 +147,21 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPath: An `@Observed` property of `object`.
     ///   - options: What the change carries; `[.new]` by default.
-    ///   - changeHandler: Called synchronously on the thread that made the
-    ///     change, while the observer is alive.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
+    ///   - changeHandler: Called while the observer is alive, where
+    ///     `isolation` says.
     /// - Complexity: O(*n*) in the relations of this controller (its
     ///   bookkeeping of observed objects takes a snapshot of them).
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
         options: ObservationOptions = .new,
-        changeHandler: @escaping @Sendable (Observer, Object, ObservedChange<Value>) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        changeHandler: @escaping (Observer, Object, ObservedChange<Value>) -> Void
     ) {
         withRegistration(of: object) { _ in
-            register(object, keyPath, options, changeHandler)
+            register(object, keyPath, options, isolation, changeHandler)
         }
     }
 
@@ -176,6 +180,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPath: An `@Observed` property of `object`.
     ///   - options: When the method is called; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer, such as `InboxBadge.refresh`.
     /// - Complexity: O(*n*) in the relations of this controller (its
     ///   bookkeeping of observed objects takes a snapshot of them).
@@ -183,10 +189,11 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
         options: ObservationOptions = .new,
-        action: @escaping @Sendable (Observer) -> () -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        action: @escaping (Observer) -> () -> Void
     ) {
         withRegistration(of: object) { _ in
-            register(object, keyPath, options, Self.calling(action))
+            register(object, keyPath, options, isolation, Self.calling(action))
         }
     }
 
@@ -204,6 +211,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPath: An `@Observed` property of `object`.
     ///   - options: What the change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer taking the change.
     /// - Complexity: O(*n*) in the relations of this controller (its
     ///   bookkeeping of observed objects takes a snapshot of them).
@@ -211,10 +220,11 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
         options: ObservationOptions = .new,
-        action: @escaping @Sendable (Observer) -> (ObservedChange<Value>) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        action: @escaping (Observer) -> (ObservedChange<Value>) -> Void
     ) {
         withRegistration(of: object) { _ in
-            register(object, keyPath, options, Self.calling(action))
+            register(object, keyPath, options, isolation, Self.calling(action))
         }
     }
 
@@ -232,6 +242,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPath: An `@Observed` property of `object`.
     ///   - options: What the change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer taking the change and the object.
     /// - Complexity: O(*n*) in the relations of this controller (its
     ///   bookkeeping of observed objects takes a snapshot of them).
@@ -239,10 +251,11 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
         options: ObservationOptions = .new,
-        action: @escaping @Sendable (Observer) -> (ObservedChange<Value>, Object) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        action: @escaping (Observer) -> (ObservedChange<Value>, Object) -> Void
     ) {
         withRegistration(of: object) { _ in
-            register(object, keyPath, options, Self.calling(action))
+            register(object, keyPath, options, isolation, Self.calling(action))
         }
     }
 
@@ -260,16 +273,19 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPath: An `@Observed` property of `object`.
     ///   - options: What the change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
     /// - Complexity: O(*n*) in the relations of this controller (its
     ///   bookkeeping of observed objects takes a snapshot of them).
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
-        options: ObservationOptions = .new
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)? = #isolation
     ) {
         guard observerIsDelegate() else { return }
         withRegistration(of: object) { _ in
-            registerErased(object, keyPath, options, Self.notifyingDelegate())
+            registerErased(object, keyPath, options, isolation, Self.notifyingDelegate())
         }
     }
 
@@ -298,17 +314,20 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPaths: `@Observed` properties of `object`.
     ///   - options: What each change carries; `[.new]` by default.
-    ///   - changeHandler: Called synchronously on the thread that made the
-    ///     change, while the observer is alive.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
+    ///   - changeHandler: Called while the observer is alive, where
+    ///     `isolation` says.
     /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
     ///   paths this controller observes on `object` and *n* its relations.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
-        changeHandler: @escaping @Sendable (Observer, Object, ObservedKeyPathChange<Object>) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        changeHandler: @escaping (Observer, Object, ObservedKeyPathChange<Object>) -> Void
     ) {
-        observeEach(object, repeat each keyPaths, options: options, changeHandler)
+        observeEach(object, repeat each keyPaths, options: options, isolation: isolation, changeHandler)
     }
 
     /// Observes several key paths of `object`, calling an unbound method of
@@ -322,6 +341,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPaths: `@Observed` properties of `object`.
     ///   - options: When the method is called; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer, such as `AccountView.reload`.
     /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
     ///   paths this controller observes on `object` and *n* its relations.
@@ -329,9 +350,10 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
-        action: @escaping @Sendable (Observer) -> () -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        action: @escaping (Observer) -> () -> Void
     ) {
-        observeEach(object, repeat each keyPaths, options: options, Self.callingErased(action))
+        observeEach(object, repeat each keyPaths, options: options, isolation: isolation, Self.callingErased(action))
     }
 
     /// Observes several key paths of `object`, calling an unbound method of
@@ -348,6 +370,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPaths: `@Observed` properties of `object`.
     ///   - options: What each change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer taking the change.
     /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
     ///   paths this controller observes on `object` and *n* its relations.
@@ -355,9 +379,10 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
-        action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Object>) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        action: @escaping (Observer) -> (ObservedKeyPathChange<Object>) -> Void
     ) {
-        observeEach(object, repeat each keyPaths, options: options, Self.callingErased(action))
+        observeEach(object, repeat each keyPaths, options: options, isolation: isolation, Self.callingErased(action))
     }
 
     /// Observes several key paths of `object`, calling an unbound method of
@@ -374,6 +399,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPaths: `@Observed` properties of `object`.
     ///   - options: What each change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer taking the change and the object.
     /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
     ///   paths this controller observes on `object` and *n* its relations.
@@ -381,9 +408,10 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
-        action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Object>, Object) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        action: @escaping (Observer) -> (ObservedKeyPathChange<Object>, Object) -> Void
     ) {
-        observeEach(object, repeat each keyPaths, options: options, Self.callingErased(action))
+        observeEach(object, repeat each keyPaths, options: options, isolation: isolation, Self.callingErased(action))
     }
 
     /// Observes several key paths of `object`, delivering each change to the
@@ -397,15 +425,18 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - object: The object to observe; retained if ``retainsObserved``.
     ///   - keyPaths: `@Observed` properties of `object`.
     ///   - options: What each change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
     /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
     ///   paths this controller observes on `object` and *n* its relations.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
-        options: ObservationOptions = .new
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)? = #isolation
     ) {
         guard observerIsDelegate() else { return }
-        observeEach(object, repeat each keyPaths, options: options, Self.notifyingDelegate())
+        observeEach(object, repeat each keyPaths, options: options, isolation: isolation, Self.notifyingDelegate())
     }
 
     // MARK: Unobserving
@@ -598,30 +629,32 @@ extension ObservationController {
 
     private func register<Object: SafeObservable, Value>(
         _ object: Object, _ keyPath: KeyPath<Object, Value>, _ options: ObservationOptions,
-        _ body: @escaping @Sendable (Observer, Object, ObservedChange<Value>) -> Void
+        _ isolation: isolated (any Actor)?, _ body: @escaping (Observer, Object, ObservedChange<Value>) -> Void
     ) {
-        object.safeObserve(keyPath, by: relay, options: options, changeHandler: Self.delivering(to: body))
+        object.safeObserve(
+            keyPath, by: relay, options: options, isolation: isolation, changeHandler: Self.delivering(to: body))
     }
 
     /// Registers `handler` on each of `keyPaths`, in order; stops if `object`
     /// is unobserved meanwhile (by an `.initial` delivery).
     private func observeEach<Object: SafeObservable, each Value>(
         _ object: Object, _ keyPaths: repeat KeyPath<Object, each Value>, options: ObservationOptions,
-        _ handler: @escaping @Sendable (Observer, Object, ObservedKeyPathChange<Object>) -> Void
+        isolation: isolated (any Actor)?,
+        _ handler: @escaping (Observer, Object, ObservedKeyPathChange<Object>) -> Void
     ) {
         withRegistration(of: object) { isCancelled in
             for keyPath in repeat each keyPaths {
                 guard !isCancelled() else { break }
-                registerErased(object, keyPath, options, handler)
+                registerErased(object, keyPath, options, isolation, handler)
             }
         }
     }
 
     private func registerErased<Object: SafeObservable, Value>(
         _ object: Object, _ keyPath: KeyPath<Object, Value>, _ options: ObservationOptions,
-        _ body: @escaping @Sendable (Observer, Object, ObservedKeyPathChange<Object>) -> Void
+        _ isolation: isolated (any Actor)?, _ body: @escaping (Observer, Object, ObservedKeyPathChange<Object>) -> Void
     ) {
-        register(object, keyPath, options, Self.erasing(keyPath, body))
+        register(object, keyPath, options, isolation, Self.erasing(keyPath, body))
     }
 
     /// Whether the observer can receive delegate deliveries; reports it if not.
@@ -636,14 +669,10 @@ extension ObservationController {
         return true
     }
 
-    // The handlers below are built in functions generic over `Root: AnyObject`
-    // only: a `@Sendable` closure must not capture a `SafeObservable`
-    // conformance, whose metatype is not Sendable.
-
     /// Drops deliveries once the controller began its `deinit` or the observer died.
     private static func delivering<Root: AnyObject, Value>(
-        to body: @escaping @Sendable (Observer, Root, ObservedChange<Value>) -> Void
-    ) -> @Sendable (Relay, Root, ObservedChange<Value>) -> Void {
+        to body: @escaping (Observer, Root, ObservedChange<Value>) -> Void
+    ) -> (Relay, Root, ObservedChange<Value>) -> Void {
         { relay, object, change in
             guard relay.isEnabled.load(ordering: .acquiring), let observer = relay.observer else { return }
             body(observer, object, change)
@@ -651,53 +680,50 @@ extension ObservationController {
     }
 
     private static func calling<Root: AnyObject, Value>(
-        _ action: @escaping @Sendable (Observer) -> () -> Void
-    ) -> @Sendable (Observer, Root, ObservedChange<Value>) -> Void {
+        _ action: @escaping (Observer) -> () -> Void
+    ) -> (Observer, Root, ObservedChange<Value>) -> Void {
         { observer, _, _ in action(observer)() }
     }
 
     private static func calling<Root: AnyObject, Value>(
-        _ action: @escaping @Sendable (Observer) -> (ObservedChange<Value>) -> Void
-    ) -> @Sendable (Observer, Root, ObservedChange<Value>) -> Void {
+        _ action: @escaping (Observer) -> (ObservedChange<Value>) -> Void
+    ) -> (Observer, Root, ObservedChange<Value>) -> Void {
         { observer, _, change in action(observer)(change) }
     }
 
     private static func calling<Root: AnyObject, Value>(
-        _ action: @escaping @Sendable (Observer) -> (ObservedChange<Value>, Root) -> Void
-    ) -> @Sendable (Observer, Root, ObservedChange<Value>) -> Void {
+        _ action: @escaping (Observer) -> (ObservedChange<Value>, Root) -> Void
+    ) -> (Observer, Root, ObservedChange<Value>) -> Void {
         { observer, object, change in action(observer)(change, object) }
     }
 
     private static func erasing<Root: AnyObject, Value>(
         _ keyPath: KeyPath<Root, Value>,
-        _ body: @escaping @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void
-    ) -> @Sendable (Observer, Root, ObservedChange<Value>) -> Void {
-        // nonisolated(unsafe): a key path is immutable, and one that safeObserve
-        // accepts names a stored @Observed property (no captured subscript arguments).
-        nonisolated(unsafe) let keyPath = keyPath
+        _ body: @escaping (Observer, Root, ObservedKeyPathChange<Root>) -> Void
+    ) -> (Observer, Root, ObservedChange<Value>) -> Void {
         return { observer, object, change in body(observer, object, ObservedKeyPathChange(keyPath, change)) }
     }
 
     private static func callingErased<Root: AnyObject>(
-        _ action: @escaping @Sendable (Observer) -> () -> Void
-    ) -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+        _ action: @escaping (Observer) -> () -> Void
+    ) -> (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
         { observer, _, _ in action(observer)() }
     }
 
     private static func callingErased<Root: AnyObject>(
-        _ action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Root>) -> Void
-    ) -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+        _ action: @escaping (Observer) -> (ObservedKeyPathChange<Root>) -> Void
+    ) -> (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
         { observer, _, change in action(observer)(change) }
     }
 
     private static func callingErased<Root: AnyObject>(
-        _ action: @escaping @Sendable (Observer) -> (ObservedKeyPathChange<Root>, Root) -> Void
-    ) -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+        _ action: @escaping (Observer) -> (ObservedKeyPathChange<Root>, Root) -> Void
+    ) -> (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
         { observer, object, change in action(observer)(change, object) }
     }
 
     private static func notifyingDelegate<Root: AnyObject>()
-        -> @Sendable (Observer, Root, ObservedKeyPathChange<Root>) -> Void
+        -> (Observer, Root, ObservedKeyPathChange<Root>) -> Void
     {
         { observer, object, change in
             (observer as? any ObservationControllerDelegate)?.observationController(didObserve: change, of: object)

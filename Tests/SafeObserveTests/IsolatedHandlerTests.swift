@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 import Testing
 
@@ -320,6 +321,47 @@ struct IsolatedHandlerTests {
         #expect(SafeObservation.relations(of: model).isEmpty || lifetime.liveCount == 0)
     }
 
+    @Test func aControllerOfAMainActorObserver_deliversOnTheMainActor_withHandlersAndActions() async {
+        let badge = Badge()
+        let model = SharedModel()
+        badge.controller.observe(model, keyPath: \.count) { badge, _, change in
+            MainActor.preconditionIsolated()
+            badge.values.append(change.newValue!)
+        }
+        badge.controller.observe(model, keyPath: \.title, action: Badge.titleChanged)
+        let other = SharedModel()
+        badge.controller.observe(other, keyPaths: \.count, \.title, options: .new) { badge, _, change in
+            MainActor.preconditionIsolated()
+            badge.keyPathChanges += 1
+        }
+        await Task.detached {
+            model.count = 1
+            model.title = "a"
+            other.count = 1
+            other.title = "a"
+        }.value
+        #expect(await eventually { badge.values == [1] && badge.titles == 1 && badge.keyPathChanges == 2 })
+        model.count = 2  // on the main actor: synchronous
+        #expect(badge.values == [1, 2])
+    }
+
+    @Test func anActorWithACustomExecutor_getsItsChangesThere_andTheCheckNeverTraps() async {
+        let model = SharedModel()
+        let queued = QueueActor()
+        await queued.observe(model)
+        await Task.detached {
+            for value in 1...20 { model.count = value }
+        }.value
+        var seen: [Int] = []
+        for _ in 0..<2_000 {
+            seen = await queued.seen
+            if seen.count == 20 { break }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(seen == Array(1...20))
+        #expect(await queued.changeHere(model, to: 21) == Array(1...21), "a change on the actor was not synchronous")
+    }
+
     @Test func nonisolatedRegistration_keepsSynchronousAnyThreadDelivery() async {
         let model = SharedModel()
         let result = await Task.detached { () -> Bool in
@@ -333,6 +375,20 @@ struct IsolatedHandlerTests {
             return ranOnThisThread.isSet
         }.value
         #expect(result)
+    }
+}
+
+/// A main-actor observer with a controller.
+@MainActor
+private final class Badge {
+    lazy var controller = ObservationController(observer: self)
+    var values: [Int] = []
+    var titles = 0
+    var keyPathChanges = 0
+
+    func titleChanged() {
+        MainActor.preconditionIsolated()
+        titles += 1
     }
 }
 
@@ -356,5 +412,32 @@ private actor Accumulator {
 
     private func record(_ value: Int) {
         seen.append(value)
+    }
+}
+
+/// A serial executor of its own (a dispatch queue), for an actor that uses it.
+private final class QueueExecutor: SerialExecutor {
+    let queue = DispatchQueue(label: "SafeObserveTests.QueueExecutor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedSerialExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+}
+
+/// An actor running on a custom executor, observing from inside itself.
+private actor QueueActor {
+    private let executor = QueueExecutor()
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    var seen: [Int] = []
+
+    func observe(_ model: SharedModel) {
+        model.safeObserve(\.count, by: self) { actor, _, change in actor.seen.append(change.newValue!) }
+    }
+
+    func changeHere(_ model: SharedModel, to value: Int) -> [Int] {
+        model.count = value
+        return seen
     }
 }
