@@ -21,6 +21,8 @@ let package = Package(
             dependencies: [
                 .product(name: "SafeObserve", package: "SafeObserve"),
                 .product(name: "OpenCombine", package: "OpenCombine"),
+                .product(name: "OpenCombineDispatch", package: "OpenCombine"),
+                "CCallgrind",
             ],
             path: "Sources/Scenarios",
             swiftSettings: [.swiftLanguageMode(.v6)]
@@ -35,6 +37,8 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v6)],
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // Callgrind's client request that brackets a timed region.
+        .target(name: "CCallgrind", path: "Sources/CCallgrind"),
         // Bytes in use, from glibc's mallinfo2 (for bytes per relation).
         .target(name: "CMallocStats", path: "Sources/CMallocStats"),
         // No harness: runs one scenario N times, for callgrind (instructions.sh).

@@ -7,9 +7,10 @@
 #   ./instructions.sh 5 11       # scenarios 5 and 11 (see `InstructionCounts list`)
 #   ITERATIONS=2000 ./instructions.sh
 #
-# Counts only the instructions inside `measure(_:_:)` — or, for teardown
-# rows, inside the dying object's deinit — (callgrind --toggle-collect),
-# divided by the operations it ran.
+# Counts only the instructions inside `measure(_:_:)` (between its callgrind
+# client requests) — or, for teardown rows, inside the dying object's deinit
+# (--toggle-collect); for asynchronous rows, the whole process — divided by
+# the operations it ran.
 set -euo pipefail
 cd "$(dirname "$0")"
 command -v valgrind >/dev/null || { echo "instructions.sh needs valgrind (apt-get install valgrind)"; exit 1; }
@@ -24,9 +25,13 @@ cp .build/release/InstructionCounts "$binary"
 strip --strip-debug "$binary"
 
 printf '%-48s %-40s %12s\n' "operation" "peer" "instr/op"
-count() {  # instructions inside the function matching $3 for `run $1 $2`
+count() {  # instructions for `run $1 $2` inside the function matching $3
+    # ("": the region `measure` brackets; "*": the whole process)
+    local toggle=(--toggle-collect="$3")
+    [ "$3" = "*" ] && toggle=()
+    [ -z "$3" ] && toggle=(--collect-atstart=no)
     valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
-        --toggle-collect="$3" "$binary" run "$1" "$2" >/dev/null 2>"$out/log"
+        "${toggle[@]}" "$binary" run "$1" "$2" >/dev/null 2>"$out/log"
     grep -E '^(summary|totals):' "$out/cg" | head -1 | awk '{print $2}'
 }
 
@@ -43,4 +48,4 @@ count() {  # instructions inside the function matching $3 for `run $1 $2`
 done
 
 echo
-for memoryCase in 0 1 2; do "$binary" memory "$memoryCase"; done
+for memoryCase in 0 1 2 3; do "$binary" memory "$memoryCase"; done

@@ -27,7 +27,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     // is immutable too, and `_relation` is only reached through atomic probes.
 
     /// The relation, never retained; `nil` for an inert token.
-    let _relation: _UnretainedReference?
+    @usableFromInline let _relation: _UnretainedReference?
 
     /// The relation's identity (``_Relation/id``), never reused; 0 for an
     /// inert token. Not the relation's address, which a later relation may

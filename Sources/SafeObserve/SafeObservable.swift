@@ -99,14 +99,11 @@ extension SafeObservable {
     ) -> ObservationToken {
         // The handler thunk is built here, in the caller's module, so delivery
         // runs specialized code; registration itself is not generic.
-        let hop: _Hop<Value>?
+        let hop: _Hop<Listener, Self, Value>?
         let deliver: _Deliver
         if let isolation {
-            let actorHop = _Hop<Value>(
-                actor: isolation, listener: listener, root: self, coalesces: options.contains(.coalesced)
-            ) { listener, root, change in
-                changeHandler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Self.self), change)
-            }
+            let actorHop = _Hop(
+                actor: isolation, root: self, coalesces: options.contains(.coalesced), handler: changeHandler)
             hop = actorHop
             deliver = _makeDeliver(options, hopping: actorHop)
         } else {
@@ -172,18 +169,14 @@ extension SafeObservable {
         // handler only on `listener`'s executor.
         let handler = unsafeBitCast(
             changeHandler, to: (@Sendable (Listener, Self, ObservedChange<Value>) -> Void).self)
-        let hop = _Hop<Value>(
-            actor: listener, listener: listener, root: self, coalesces: options.contains(.coalesced)
-        ) { listener, root, change in
-            handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Self.self), change)
-        }
+        let hop = _Hop(actor: listener, root: self, coalesces: options.contains(.coalesced), handler: handler)
         let (token, deliversInitial) = _register(
             keyPath, by: listener, listenerType: Listener.self, options: options,
             deliver: _makeDeliver(options, hopping: hop))
         hop.attach(token)
         if deliversInitial {
-            hop.deliver(
-                listener, self, ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true))
+            let initial = ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true)
+            if hop.isOnActorAfterQueued() { hop.handler(listener, self, initial) } else { hop.enqueue(initial) }
         }
         return token
     }
@@ -289,10 +282,20 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
     }
 }
 
-/// Wraps the handler of an isolated registration: `hop` delivers on its actor.
+/// Wraps the handler of an isolated registration, which `hop` holds: called
+/// directly on its actor, queued on `hop` from anywhere else.
 @inlinable
-func _makeDeliver<Value>(_ options: ObservationOptions, hopping hop: _Hop<Value>) -> _Deliver {
-    { listener, root, change, phase in hop.deliver(listener, root, _observedChange(options, change, phase, Value.self))
+func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
+    _ options: ObservationOptions, hopping hop: _Hop<Listener, Root, Value>
+) -> _Deliver {
+    { listener, root, change, phase in
+        if hop.isOnActorAfterQueued() {
+            hop.handler(
+                unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self),
+                _observedChange(options, change, phase, Value.self))
+        } else {
+            hop.enqueue(_observedChange(options, change, phase, Value.self))
+        }
     }
 }
 

@@ -2,11 +2,14 @@
 //
 //   InstructionCounts list
 //   InstructionCounts run <index> <iterations>
+//   InstructionCounts wall <index> <iterations>   (asynchronous scenarios)
 //   InstructionCounts memory
 //
 // instructions.sh drives it; run that instead.
 
 import CMallocStats
+import Dispatch
+import Foundation
 import SafeObserve
 import Scenarios
 
@@ -18,17 +21,54 @@ case "list":
             "\(index)\t\(scenario.operationsPerIteration)\t\(scenario.operation)\t\(scenario.peer)\t\(scenario.collect)"
         )
     }
-case "run":
-    guard arguments.count == 4, let index = Int(arguments[2]), let iterations = Int(arguments[3]) else {
-        fatalError("usage: InstructionCounts run <index> <iterations>")
+    // Asynchronous scenarios: counted over the whole process ("*").
+    for (offset, scenario) in Scenarios.concurrent.enumerated() {
+        print("\(Scenarios.all.count + offset)\t1\t\(scenario.operation)\t\(scenario.peer)\t*")
     }
-    Scenarios.all[index].run(iterations)
+case "run", "wall":
+    guard arguments.count == 4, let index = Int(arguments[2]), let iterations = Int(arguments[3]) else {
+        fatalError("usage: InstructionCounts run|wall <index> <iterations>")
+    }
+    if index < Scenarios.all.count {
+        Scenarios.all[index].run(iterations)
+    } else {
+        // The main actor runs once the main thread runs the main run loop
+        // (which valgrind supports; dispatchMain() crashes it).
+        let scenario = Scenarios.concurrent[index - Scenarios.all.count]
+        let timed = arguments[1] == "wall"
+        Task.detached {
+            if timed {
+                // The best of five runs: wall time on shared machines drifts.
+                var best = Duration.seconds(1_000)
+                for _ in 0..<5 {
+                    let start = ContinuousClock.now
+                    await scenario.run(iterations)
+                    best = min(best, ContinuousClock.now - start)
+                }
+                let nanoseconds = Double(best.components.attoseconds) / 1e9 + Double(best.components.seconds) * 1e9
+                print("\(scenario.operation) — \(scenario.peer)\t\(nanoseconds / Double(iterations)) ns/op")
+            } else {
+                await scenario.run(iterations)
+            }
+            exit(0)
+        }
+        RunLoop.main.run()
+    }
 case "memory":
     // One case per process (`memory 0`, `memory 1`, ...): frees left over from
     // one case must not land in another's measurement.
+    measureMemory(arguments.count > 2 ? Int(arguments[2]) : nil)
+default:
+    print("usage: InstructionCounts list | run <index> <iterations> | memory")
+}
+
+/// Bytes per relation. Nonisolated, as registrations from nonisolated code
+/// are (this file's top-level code is on the main actor, which would make
+/// every relation an isolated one); case 3 measures those on purpose.
+func measureMemory(_ memoryCase: Int?) {
     func inUse() -> Int { Int(cmallocstats_bytes_in_use()) }
     let count = 10_000
-    switch arguments.count > 2 ? Int(arguments[2]) : nil {
+    switch memoryCase {
     case 0:
         // A relation between a listener and an object that already have their
         // proxy and sentinel: one listener observing 10,000 objects.
@@ -64,9 +104,23 @@ case "memory":
             print("bytes per observed-but-idle object\t\(Double(inUse() - before) / Double(count))")
         }
         blackHole((models, sink))
+    case 3:
+        // A handler registered from the main actor (it hops when the object
+        // is changed elsewhere): the relation carries its hop.
+        MainActor.assumeIsolated {
+            let models = (0..<count).map { _ in SafeModel() }
+            let sink = OptInSink()
+            for model in models { model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate() }
+            let before = inUse()
+            for model in models {
+                model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+            }
+            print(
+                "bytes per relation (main-actor handler, SafeObserver listener, objects already observed)\t\(Double(inUse() - before) / Double(count))"
+            )
+            blackHole((models, sink))
+        }
     default:
-        for index in 0..<3 { print("usage: InstructionCounts memory \(index)") }
+        for index in 0..<4 { print("usage: InstructionCounts memory \(index)") }
     }
-default:
-    print("usage: InstructionCounts list | run <index> <iterations> | memory")
 }

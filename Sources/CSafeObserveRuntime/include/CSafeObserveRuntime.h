@@ -59,6 +59,16 @@ static inline bool csafeobserve_isCurrentExecutor(void *_Nullable identity, uint
     return csafeobserve_isCurrentExecutorLegacy(identity, implementation);
 }
 
+/// `AsyncTask *swift_task_getCurrent(void)`: the task running on this thread,
+/// or NULL (what `withUnsafeCurrentTask` asks; no arguments, one pointer
+/// returned, so `swiftcall` and C agree).
+__attribute__((swiftcall)) void *_Nullable csafeobserve_currentTask(void) CSAFEOBSERVE_SYMBOL(swift_task_getCurrent);
+
+/// Whether the calling thread is the process's main thread and runs no task:
+/// then, and only then outside tasks, it is on the main actor (what the
+/// runtime concludes too, at a higher cost). `false` where unknown.
+bool csafeobserve_isMainThreadOutsideTasks(void);
+
 #if defined(__APPLE__)
 /// Whether instances of `cls` use Swift's native reference counting (not
 /// NSObject's): `swift/Runtime/Metadata.h`, exported on Objective-C platforms.

@@ -14,72 +14,71 @@ import Synchronization
 /// weakly. Neither the hop nor a job keeps the listener, the object or the
 /// actor alive: they are reached through liveness-probed references.
 @usableFromInline
-final class _Hop<Value>: @unchecked Sendable {
+final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendable {
     // @unchecked Sendable: `handler` is called only on `actor` (the caller
-    // checks `_isCurrentExecutor`, or is the job scheduled on it); `state` is
-    // reached only under its lock; everything else is immutable or atomic.
+    // checks `isOnActorAfterQueued()`, or is the job scheduled on it);
+    // `state` is reached only under its lock; everything else is immutable
+    // or atomic.
+    //
+    // The generic paths are inlinable, so that they are specialized where
+    // the relation is registered: unspecialized, each would look up the
+    // metadata of the queue's types at every change.
 
     /// The handler's actor's executor, for the same-actor check. Its identity
     /// stays unique while `actorReference` keeps the actor's allocation.
     @usableFromInline let executor: UnownedSerialExecutor
-    /// The handler, taking the listener and the object erased (the thunk that
-    /// made the hop casts them back). Not Sendable: see above.
-    @usableFromInline let handler: (AnyObject, AnyObject, ObservedChange<Value>) -> Void
+    /// The handler. Not Sendable: see above.
+    @usableFromInline let handler: (Listener, Root, ObservedChange<Value>) -> Void
     /// Whether changes are queued (mirrors `state`, written under its lock):
     /// the same-actor path reads it without locking.
     @usableFromInline let hasPending = Atomic<Bool>(false)
-
-    private let coalesces: Bool
-    private let listener: _UnretainedReference
-    private let root: _UnretainedReference
+    /// Whether the actor is the main actor.
+    @usableFromInline let isMainActor: Bool
+    @usableFromInline let coalesces: Bool
+    @usableFromInline let root: _UnretainedReference
     /// Keeps the actor's allocation (so `executor` never names another
     /// actor), never the actor itself.
-    private let actorReference: _UnretainedReference
-    // unowned(unsafe): read only while `actorReference.load()` holds the actor.
-    private unowned(unsafe) let actor: any Actor
-    private let isMainActor: Bool
-    private let state = _Mutex(State())
+    @usableFromInline let actorReference: _UnretainedReference
+    @usableFromInline let state = _Mutex(State())
 
-    /// A hop to `actor` for the relation of `listener` on `root`.
+    /// A hop to `actor` for a relation on `root`.
     @usableFromInline
     init(
-        actor: any Actor, listener: AnyObject, root: AnyObject, coalesces: Bool,
-        handler: @escaping (AnyObject, AnyObject, ObservedChange<Value>) -> Void
+        actor: any Actor, root: Root, coalesces: Bool,
+        handler: @escaping (Listener, Root, ObservedChange<Value>) -> Void
     ) {
         executor = actor.unownedExecutor
         self.handler = handler
         self.coalesces = coalesces
-        self.listener = _UnretainedReference(listener)
         self.root = _UnretainedReference(root)
         actorReference = _UnretainedReference(actor)
-        self.actor = actor
         isMainActor = actor === MainActor.shared
     }
 
-    /// Gives the hop its relation's token, which a job checks before each
-    /// delivery. Called by the registration, on the actor, before any job can
-    /// run there.
-    @usableFromInline
+    /// Gives the hop its relation (from its token), which a job checks before
+    /// each delivery. A job that runs before (a change made elsewhere while
+    /// an actor listener was being registered from outside it) leaves the
+    /// queue to the job this schedules.
+    @inlinable
     func attach(_ token: ObservationToken) {
-        state.withLock { $0.token = token }
+        if state.withLock({ $0.attach(token._relation) }) { schedule() }
     }
 
     // MARK: Delivery
 
-    /// Delivers `change` now if this thread runs on the actor (after what is
-    /// queued), or queues it for the actor.
+    /// Whether this thread runs on the actor, having delivered what is still
+    /// queued if so: the caller then delivers its change synchronously (the
+    /// thunk's own typed call, as for a nonisolated handler); otherwise it
+    /// queues it with ``enqueue(_:)``.
     @inlinable
-    func deliver(_ listener: AnyObject, _ root: AnyObject, _ change: ObservedChange<Value>) {
-        if _isCurrentExecutor(executor) {
-            if hasPending.load(ordering: .acquiring) { deliverQueued(endingJob: false) }
-            handler(listener, root, change)
-        } else {
-            enqueue(change)
-        }
+    func isOnActorAfterQueued() -> Bool {
+        guard _isCurrentExecutor(executor, isMainActor: isMainActor) else { return false }
+        if hasPending.load(ordering: .acquiring) { deliverQueued(endingJob: false) }
+        return true
     }
 
     /// Queues `change` and, if no job is scheduled, schedules one.
-    @usableFromInline
+    @inlinable
     func enqueue(_ change: ObservedChange<Value>) {
         let action = state.withLock { $0.enqueue(change, coalescing: coalesces, hasPending: hasPending) }
         switch action {
@@ -93,27 +92,27 @@ final class _Hop<Value>: @unchecked Sendable {
     /// Schedules the job that delivers the queue on the actor. Nothing is
     /// retained until it runs but the job itself: it holds the hop and the
     /// actor weakly.
-    private func schedule() {
+    @inlinable
+    func schedule() {
         if isMainActor {
             // Enqueued on the main actor directly.
             Task { @MainActor [weak self] in self?.deliverQueued(endingJob: true) }
             return
         }
-        guard let keptAlive = actorReference.load() else {
+        guard let actor = _liveActor(actorReference) else {
             // The actor died: nothing can run there any more.
-            state.withLock { $0.token }?.invalidate()
+            _endRelation(state.withLock { $0.relation })
             dropQueue(endingJob: true)
             return
         }
-        let actor = self.actor
-        _ = keptAlive
         Task { [weak self, weak actor] in
             guard let self, let actor else { return }
             await Self.deliverQueued(self, on: actor)
         }
     }
 
-    private static func deliverQueued(_ hop: _Hop, on actor: isolated any Actor) async {
+    @inlinable
+    static func deliverQueued(_ hop: _Hop, on actor: isolated any Actor) async {
         hop.deliverQueued(endingJob: true)
     }
 
@@ -121,35 +120,25 @@ final class _Hop<Value>: @unchecked Sendable {
     /// make changes that queue more, or are delivered synchronously after
     /// what is still queued). Runs on the actor: as the scheduled job
     /// (`endingJob`, which ends the job when the queue is empty), or before a
-    /// same-actor change.
-    @usableFromInline
+    /// same-actor change. Drops the queue once the relation ended or either
+    /// side died.
+    @inlinable
     func deliverQueued(endingJob: Bool) {
         while let change = state.withLock({ $0.next(endingJob: endingJob, hasPending: hasPending) }) {
-            guard let (token, listener, root) = recipients() else {
+            guard let (listener, root) = _hopRecipients(relation: state.withLock { $0.relation }, root: root) else {
                 dropQueue(endingJob: endingJob)
                 return
             }
-            _ = token
-            handler(listener, root, change)
+            // unsafeDowncast: the relation's listener and object are the
+            // ones this hop was made for.
+            handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), change)
         }
-    }
-
-    /// The relation's token, listener and object, if the relation is still
-    /// active and both are alive; otherwise `nil`, having ended the relation
-    /// of a dead listener (so its handler is released now).
-    private func recipients() -> (ObservationToken, AnyObject, AnyObject)? {
-        guard let token = state.withLock({ $0.token }), token.isActive else { return nil }
-        guard let listener = listener.load() else {
-            token.invalidate()
-            return nil
-        }
-        guard let root = root.load() else { return nil }
-        return (token, listener, root)
     }
 
     /// Forgets every queued change (the relation delivers no more); ends
     /// the job if `endingJob`.
-    private func dropQueue(endingJob: Bool) {
+    @inlinable
+    func dropQueue(endingJob: Bool) {
         let dropped = state.withLock { $0.removeAll(endingJob: endingJob, hasPending: hasPending) }
         _ = dropped  // released here, unlocked
     }
@@ -158,14 +147,20 @@ final class _Hop<Value>: @unchecked Sendable {
 
     /// The queue and whether a job is scheduled. Transitions never release a
     /// value under the lock: what they replace or drop is returned.
+    @usableFromInline
     struct State {
         /// Queued changes from `head` on; delivered slots are `nil`.
-        var queue: ContiguousArray<ObservedChange<Value>?> = []
-        var head = 0
+        @usableFromInline var queue: ContiguousArray<ObservedChange<Value>?> = []
+        @usableFromInline var head = 0
         /// A job is scheduled, or running, and will deliver the queue.
-        var isScheduled = false
-        var token: ObservationToken?
+        @usableFromInline var isScheduled = false
+        /// The relation, once registered (see ``attach(_:)``).
+        @usableFromInline var relation: _UnretainedReference?
 
+        @usableFromInline
+        init() {}
+
+        @usableFromInline
         enum EnqueueAction {
             /// Nothing to do after unlocking but release `replaced`.
             case none(replaced: ObservedChange<Value>?)
@@ -173,12 +168,24 @@ final class _Hop<Value>: @unchecked Sendable {
             case schedule
         }
 
+        @inlinable
         var isEmpty: Bool { head == queue.count }
+
+        /// Records the relation; `true` if a job must now be scheduled for
+        /// changes queued before.
+        @inlinable
+        mutating func attach(_ relation: _UnretainedReference?) -> Bool {
+            self.relation = relation
+            guard !isEmpty, !isScheduled else { return false }
+            isScheduled = true
+            return true
+        }
 
         /// Queues `change`; with `coalescing`, merges it into a queued change
         /// instead (the first old value and the latest new value), and drops
         /// a prior notification while a change is queued (it already
         /// announced the merged change, or was not asked for).
+        @inlinable
         mutating func enqueue(
             _ change: ObservedChange<Value>, coalescing: Bool, hasPending: borrowing Atomic<Bool>
         ) -> EnqueueAction {
@@ -198,9 +205,11 @@ final class _Hop<Value>: @unchecked Sendable {
         }
 
         /// The oldest queued change, moved out; `nil` when the queue is
-        /// empty, which also ends the job if `endingJob`.
+        /// empty or the relation is not attached yet, which also ends the
+        /// job if `endingJob`.
+        @inlinable
         mutating func next(endingJob: Bool, hasPending: borrowing Atomic<Bool>) -> ObservedChange<Value>? {
-            guard !isEmpty else {
+            guard !isEmpty, relation != nil else {
                 if endingJob { isScheduled = false }
                 return nil
             }
@@ -217,6 +226,7 @@ final class _Hop<Value>: @unchecked Sendable {
 
         /// Empties the queue, returning what it held (to release unlocked);
         /// ends the job if `endingJob`.
+        @inlinable
         mutating func removeAll(
             endingJob: Bool, hasPending: borrowing Atomic<Bool>
         ) -> ContiguousArray<ObservedChange<Value>?> {
@@ -229,4 +239,38 @@ final class _Hop<Value>: @unchecked Sendable {
             return queue
         }
     }
+}
+
+// MARK: - The hop's non-generic parts
+
+/// The listener and the object of a hop's relation, if the relation is
+/// still active and both are alive; otherwise `nil`, having ended the
+/// relation of a dead listener (so its handler is released now).
+@usableFromInline
+func _hopRecipients(relation reference: _UnretainedReference?, root: _UnretainedReference) -> (AnyObject, AnyObject)? {
+    guard let reference, let object = reference.load() else { return nil }
+    // unsafeDowncast: a token's relation reference is only made from a `_Relation`.
+    let relation = unsafeDowncast(object, to: _Relation.self)
+    guard relation.isLive else { return nil }
+    guard let listener = relation.listener.load() else {
+        relation.end()
+        return nil
+    }
+    guard let root = root.load() else { return nil }
+    return (listener, root)
+}
+
+/// Ends the relation `reference` refers to, if it is still there.
+@usableFromInline
+func _endRelation(_ reference: _UnretainedReference?) {
+    guard let reference, let object = reference.load() else { return }
+    // unsafeDowncast: a token's relation reference is only made from a `_Relation`.
+    unsafeDowncast(object, to: _Relation.self).end()
+}
+
+/// The actor `reference` refers to, unless it died.
+@usableFromInline
+func _liveActor(_ reference: _UnretainedReference) -> (any Actor)? {
+    // as!: the reference was made from an actor (`_Hop.init`).
+    reference.load().map { $0 as! any Actor }
 }

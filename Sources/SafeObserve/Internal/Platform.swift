@@ -140,6 +140,7 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
     }
 
     /// A reference to an object that never keeps it alive.
+    @usableFromInline
     struct _UnretainedReference: @unchecked Sendable {
         // @unchecked Sendable: a weak reference is safe to load from any thread,
         // and `address` is immutable.
@@ -242,6 +243,7 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
     /// address, probed with the runtime. A weak reference would do the same but
     /// move the object's reference counts into a side table for the rest of its
     /// life, slowing every retain of it.
+    @usableFromInline
     struct _UnretainedReference: @unchecked Sendable {
         // @unchecked Sendable: both fields are immutable; the object is only
         // reached through the runtime's atomic probes.
@@ -279,8 +281,14 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
 /// Whether the calling thread is running on `executor` (an actor's), as
 /// `Actor.assumeIsolated` asks the Concurrency runtime, but answering `false`
 /// instead of trapping.
+///
+/// `isMainActor` says `executor` is the main actor's: a thread outside any
+/// task is on the main actor exactly when it is the main thread, which the
+/// runtime also concludes, but only after identifying the main executor
+/// (about 160 instructions), so that case is answered here first.
 @usableFromInline
-func _isCurrentExecutor(_ executor: UnownedSerialExecutor) -> Bool {
+func _isCurrentExecutor(_ executor: UnownedSerialExecutor, isMainActor: Bool) -> Bool {
+    if isMainActor, csafeobserve_isMainThreadOutsideTasks() { return true }
     // unsafeBitCast: an `UnownedSerialExecutor` is the runtime's two-word
     // `SerialExecutorRef` (identity, implementation), in that order.
     let words = unsafeBitCast(executor, to: (UnsafeMutableRawPointer?, UInt).self)

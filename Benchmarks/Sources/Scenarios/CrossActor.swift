@@ -1,0 +1,277 @@
+// Issue 14: changes made off the main actor and delivered on it, and values
+// handed to an asynchronous sequence's consumer. These need a running main
+// actor and several threads, so they are asynchronous scenarios: callgrind
+// counts the whole process (every thread), and the differential of
+// instructions.sh (a run of 3n minus a run of n) cancels what is not per
+// operation. `InstructionCounts wall <index>` reports wall time.
+
+import Dispatch
+import Foundation
+import Observation
+import OpenCombine
+import OpenCombineDispatch
+import SafeObserve
+import Synchronization
+
+/// A measurable operation that needs concurrency.
+public struct AsyncScenario: Sendable {
+    /// The row of the report.
+    public let operation: String
+    /// Who performs it.
+    public let peer: String
+    /// Runs `iterations` operations (set-up included: instructions.sh's
+    /// differential cancels it).
+    public let run: @Sendable (_ iterations: Int) async -> Void
+
+    init(operation: String, peer: String, run: @escaping @Sendable (_ iterations: Int) async -> Void) {
+        self.operation = operation
+        self.peer = peer
+        self.run = run
+    }
+}
+
+/// A model changed on one thread and observed on another.
+final class SharedSafeModel: SafeObservable, @unchecked Sendable {
+    // @unchecked Sendable: one task changes it; deliveries only read the change.
+    @Observed var value = 0
+}
+
+/// The same model with the Observation module.
+@Observable
+final class SharedObservableModel: @unchecked Sendable {
+    // @unchecked Sendable: one task changes it; the consumer only reads it.
+    var value = 0
+}
+
+/// Hands control back to a waiting producer: the consumer calls `resume()`
+/// when it has the value it waited for. The same mechanism for every peer.
+final class Handoff: Sendable {
+    private let waiting = Mutex<UnsafeContinuation<Void, Never>?>(nil)
+
+    /// Suspends until `resume()`; `body` runs once the continuation is stored.
+    func wait(_ body: () -> Void) async {
+        await withUnsafeContinuation { continuation in
+            waiting.withLock { $0 = continuation }
+            body()
+        }
+    }
+
+    func resume() {
+        waiting.withLock { $0.take() }?.resume()
+    }
+}
+
+/// A main-actor counter of deliveries that resumes the producer once it
+/// reached its target.
+@MainActor
+final class MainActorSink {
+    private var count = 0
+    private var total = 0
+    private var target = Int.max
+    let handoff = Handoff()
+
+    nonisolated init() {}
+
+    func add(_ value: Int) {
+        total &+= value
+        count += 1
+        if count >= target { handoff.resume() }
+    }
+
+    /// Waits until `expected` deliveries arrived in all (burst mode).
+    func expect(_ expected: Int) { target = expected }
+}
+
+extension Scenarios {
+    /// The asynchronous scenarios, numbered after `all` by `InstructionCounts`.
+    public static let concurrent: [AsyncScenario] = oneAtATime + burst + sequences
+
+    // One change in flight: the producer waits for each delivery.
+    static let oneAtATime: [AsyncScenario] = [
+        AsyncScenario(
+            operation: "change off the main actor, delivered on it (one at a time)",
+            peer: "Task { @MainActor } per change (floor)"
+        ) { n in
+            let sink = MainActorSink()
+            for i in 0..<n {
+                await sink.handoff.wait {
+                    Task { @MainActor in
+                        sink.add(i)
+                        sink.handoff.resume()
+                    }
+                }
+            }
+        },
+        AsyncScenario(
+            operation: "change off the main actor, delivered on it (one at a time)",
+            peer: "SafeObserve, main-actor handler"
+        ) { n in
+            let model = SharedSafeModel()
+            let sink = MainActorSink()
+            let token = await MainActor.run {
+                model.safeObserve(\.value, by: sink) { sink, _, change in
+                    sink.add(change.newValue!)
+                    sink.handoff.resume()
+                }
+            }
+            for i in 0..<n { await sink.handoff.wait { model.value = i } }
+            token.invalidate()
+        },
+        AsyncScenario(
+            operation: "change off the main actor, delivered on it (one at a time)",
+            peer: "Observation Observations on the main actor"
+        ) { n in
+            let model = SharedObservableModel()
+            let sink = MainActorSink()
+            let consumer = await sink.handoff.waitForStart {
+                Task { @MainActor in
+                    for await value in Observations({ model.value }) {
+                        sink.add(value)
+                        sink.handoff.resume()
+                    }
+                }
+            }
+            for i in 1...n { await sink.handoff.wait { model.value = i } }
+            consumer.cancel()
+        },
+        AsyncScenario(
+            operation: "change off the main actor, delivered on it (one at a time)",
+            peer: "OpenCombine receive(on: main queue)"
+        ) { n in
+            let subject = PassthroughSubject<Int, Never>()
+            let sink = MainActorSink()
+            let cancellable = subject.receive(on: DispatchQueue.main.ocombine).sink { value in
+                MainActor.assumeIsolated {
+                    sink.add(value)
+                    sink.handoff.resume()
+                }
+            }
+            for i in 0..<n { await sink.handoff.wait { subject.send(i) } }
+            cancellable.cancel()
+        },
+    ]
+
+    // n changes made at once; the producer waits for the last delivery.
+    static let burst: [AsyncScenario] = [
+        AsyncScenario(
+            operation: "change off the main actor, delivered on it (burst)",
+            peer: "Task { @MainActor } per change (floor)"
+        ) { n in
+            let sink = MainActorSink()
+            await MainActor.run { sink.expect(n) }
+            await sink.handoff.wait {
+                for i in 0..<n { Task { @MainActor in sink.add(i) } }
+            }
+        },
+        AsyncScenario(
+            operation: "change off the main actor, delivered on it (burst)", peer: "SafeObserve, main-actor handler"
+        ) { n in
+            let model = SharedSafeModel()
+            let sink = MainActorSink()
+            let token = await MainActor.run {
+                sink.expect(n)
+                return model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+            }
+            await sink.handoff.wait {
+                for i in 0..<n { model.value = i }
+            }
+            token.invalidate()
+        },
+        AsyncScenario(
+            operation: "change off the main actor, delivered on it (burst)",
+            peer: "SafeObserve, main-actor handler, .coalesced"
+        ) { n in
+            let model = SharedSafeModel()
+            let sink = MainActorSink()
+            let token = await MainActor.run {
+                model.safeObserve(\.value, by: sink, options: [.new, .coalesced]) { sink, _, change in
+                    sink.add(change.newValue!)
+                    if change.newValue! == n { sink.handoff.resume() }
+                }
+            }
+            await sink.handoff.wait {
+                for i in 1...n { model.value = i }
+            }
+            token.invalidate()
+        },
+        AsyncScenario(
+            operation: "change off the main actor, delivered on it (burst)",
+            peer: "Observation Observations on the main actor"
+        ) { n in
+            let model = SharedObservableModel()
+            let sink = MainActorSink()
+            let consumer = await sink.handoff.waitForStart {
+                Task { @MainActor in
+                    for await value in Observations({ model.value }) {
+                        sink.add(value)
+                        if value == 0 || value == n { sink.handoff.resume() }
+                    }
+                }
+            }
+            await sink.handoff.wait {
+                for i in 1...n { model.value = i }
+            }
+            consumer.cancel()
+        },
+        AsyncScenario(
+            operation: "change off the main actor, delivered on it (burst)", peer: "OpenCombine receive(on: main queue)"
+        ) { n in
+            let subject = PassthroughSubject<Int, Never>()
+            let sink = MainActorSink()
+            await MainActor.run { sink.expect(n) }
+            let cancellable = subject.receive(on: DispatchQueue.main.ocombine).sink { value in
+                MainActor.assumeIsolated { sink.add(value) }
+            }
+            await sink.handoff.wait {
+                for i in 0..<n { subject.send(i) }
+            }
+            cancellable.cancel()
+        },
+    ]
+
+    // One element in flight, consumed by a task: yield (or change) + next.
+    static let sequences: [AsyncScenario] = [
+        AsyncScenario(operation: "element of an async sequence, yield + next", peer: "AsyncStream (floor)") { n in
+            let (stream, continuation) = AsyncStream.makeStream(of: Int.self, bufferingPolicy: .bufferingNewest(1))
+            let handoff = Handoff()
+            let consumer = Task.detached {
+                for await _ in stream { handoff.resume() }
+            }
+            for i in 0..<n { await handoff.wait { continuation.yield(i) } }
+            continuation.finish()
+            await consumer.value
+        },
+        AsyncScenario(operation: "element of an async sequence, yield + next", peer: "SafeObserve values()") { n in
+            let model = SharedSafeModel()
+            let handoff = Handoff()
+            let consumer = await handoff.waitForStart {
+                Task.detached {
+                    for await _ in model.values(\.value) { handoff.resume() }
+                }
+            }
+            for i in 1...n { await handoff.wait { model.value = i } }
+            consumer.cancel()
+        },
+        AsyncScenario(operation: "element of an async sequence, yield + next", peer: "Observation Observations") { n in
+            let model = SharedObservableModel()
+            let handoff = Handoff()
+            let consumer = await handoff.waitForStart {
+                Task.detached {
+                    for await _ in Observations({ model.value }) { handoff.resume() }
+                }
+            }
+            for i in 1...n { await handoff.wait { model.value = i } }
+            consumer.cancel()
+        },
+    ]
+}
+
+extension Handoff {
+    /// Starts a consumer with `start` and waits for its first element (the
+    /// current value), so that the producer's changes start after it.
+    func waitForStart<T>(_ start: () -> T) async -> T {
+        var started: T?
+        await wait { started = start() }
+        return started!
+    }
+}
