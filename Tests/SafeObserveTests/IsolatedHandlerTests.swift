@@ -36,7 +36,7 @@ private final class ViewModel {
         lifetime?.didInit()
     }
 
-    isolated deinit { lifetime?.didDeinit() }
+    deinit { lifetime?.didDeinit() }
 }
 
 /// Something a handler captures, to check that it is released.
@@ -362,6 +362,24 @@ struct IsolatedHandlerTests {
         #expect(await queued.changeHere(model, to: 21) == Array(1...21), "a change on the actor was not synchronous")
     }
 
+    @Test func theSameActorCheck_ofOlderRuntimes_comparesExecutorsWithoutTrapping() async {
+        // Runtimes before Swift 6.2 have no non-trapping query: SafeObserve
+        // compares the running executor's identity there. Checked here on a
+        // newer runtime, against the query it replaces.
+        let main = MainActor.shared.unownedExecutor
+        #expect(_isCurrentExecutorByIdentity(main), "the main actor's own task")
+        #expect(_isCurrentExecutor(main, isMainActor: true))
+        let accumulator = Accumulator()
+        let other = Accumulator()
+        #expect(await accumulator.sees(accumulator.unownedExecutor) == (true, true))
+        #expect(await accumulator.sees(other.unownedExecutor) == (false, false))
+        #expect(await accumulator.sees(main) == (false, false))
+        let detached = await Task.detached {
+            (_isCurrentExecutorByIdentity(main), _isCurrentExecutor(main, isMainActor: true))
+        }.value
+        #expect(detached == (false, false))
+    }
+
     @Test func nonisolatedRegistration_keepsSynchronousAnyThreadDelivery() async {
         let model = SharedModel()
         let result = await Task.detached { () -> Bool in
@@ -412,6 +430,11 @@ private actor Accumulator {
 
     private func record(_ value: Int) {
         seen.append(value)
+    }
+
+    /// Both answers to "is this thread on `executor`", from this actor.
+    func sees(_ executor: UnownedSerialExecutor) -> (Bool, Bool) {
+        (_isCurrentExecutorByIdentity(executor), _isCurrentExecutor(executor, isMainActor: false))
     }
 }
 

@@ -18,6 +18,7 @@
 #define CSAFEOBSERVE_RUNTIME_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /// `bool swift_isDeallocating(HeapObject *)`.
@@ -28,27 +29,46 @@ void *_Nullable swift_tryRetain(void *_Nonnull object);
 
 // Whether the calling thread is running on a serial executor, which the
 // Concurrency runtime answers for `Actor.assumeIsolated` (inlined into every
-// client that calls it, so the entry point is part of the runtime's ABI).
+// client that calls it, so its entry points are part of the runtime's ABI).
 // - Declared with the runtime's calling convention (`SWIFT_CC(swift)`, clang's
-//   `swiftcall`); its argument, a `SerialExecutorRef` (an identity pointer and
-//   an implementation word, `UnownedSerialExecutor` in Swift), is passed as
-//   its two words, which is how `swiftcall` passes that struct.
-// - The `WithFlags` variant (Swift 6.2 runtimes) with no flags answers false
-//   when the executor is another one; the older entry point traps instead on
-//   6.2+ runtimes ("Incorrect actor executor assumption"), so it is used only
-//   where the new one is missing (weakly linked: NULL on an older runtime).
+//   `swiftcall`). A `SerialExecutorRef` (an identity pointer and an
+//   implementation word, `UnownedSerialExecutor` in Swift) is passed as its
+//   two words and returned in two registers, which is how `swiftcall` passes
+//   and returns that struct.
+// - `swift_task_isCurrentExecutorWithFlags` (Swift 6.2 runtimes) with no
+//   flags answers false when the executor is another one. Older runtimes have
+//   only `swift_task_isCurrentExecutor`, which may trap instead (it asks the
+//   executor's `checkIsolated()`), so there the identity of the executor the
+//   thread runs is compared, which never traps and is exact for default
+//   actors (a custom executor recognised only by its own check answers
+//   false: its changes then hop, later but in order). The new entry point is
+//   weakly linked (NULL on an older runtime).
 #if defined(__APPLE__)
 #define CSAFEOBSERVE_SYMBOL(name) __asm__("_" #name)
 #else
 #define CSAFEOBSERVE_SYMBOL(name) __asm__(#name)
 #endif
 
+typedef struct {
+    void *_Nullable identity;
+    uintptr_t implementation;
+} CSafeObserveExecutorRef;
+
 __attribute__((swiftcall, weak)) bool csafeobserve_isCurrentExecutorWithFlags(
     void *_Nullable identity, uintptr_t implementation, uint64_t flags)
     CSAFEOBSERVE_SYMBOL(swift_task_isCurrentExecutorWithFlags);
 
-__attribute__((swiftcall)) bool csafeobserve_isCurrentExecutorLegacy(
-    void *_Nullable identity, uintptr_t implementation) CSAFEOBSERVE_SYMBOL(swift_task_isCurrentExecutor);
+/// `SerialExecutorRef swift_task_getCurrentExecutor(void)`: the executor the
+/// thread runs (the generic executor, identity NULL, outside any task).
+__attribute__((swiftcall)) CSafeObserveExecutorRef csafeobserve_currentExecutor(void)
+    CSAFEOBSERVE_SYMBOL(swift_task_getCurrentExecutor);
+
+/// Whether the thread runs on the executor made of these two words, by
+/// identity (what older runtimes can answer without trapping).
+static inline bool csafeobserve_isCurrentExecutorByIdentity(void *_Nullable identity) {
+    CSafeObserveExecutorRef current = csafeobserve_currentExecutor();
+    return identity != NULL && current.identity == identity;
+}
 
 /// Whether the calling thread runs on the serial executor made of these two
 /// words (an `UnownedSerialExecutor`); never traps.
@@ -56,7 +76,7 @@ static inline bool csafeobserve_isCurrentExecutor(void *_Nullable identity, uint
     if (csafeobserve_isCurrentExecutorWithFlags) {
         return csafeobserve_isCurrentExecutorWithFlags(identity, implementation, 0);
     }
-    return csafeobserve_isCurrentExecutorLegacy(identity, implementation);
+    return csafeobserve_isCurrentExecutorByIdentity(identity);
 }
 
 /// `AsyncTask *swift_task_getCurrent(void)`: the task running on this thread,

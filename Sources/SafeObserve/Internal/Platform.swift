@@ -295,6 +295,13 @@ func _isCurrentExecutor(_ executor: UnownedSerialExecutor, isMainActor: Bool) ->
     return csafeobserve_isCurrentExecutor(words.0, words.1)
 }
 
+/// The answer of ``_isCurrentExecutor(_:isMainActor:)`` on runtimes older
+/// than Swift 6.2 (exposed for the tests, which run on a newer one).
+func _isCurrentExecutorByIdentity(_ executor: UnownedSerialExecutor) -> Bool {
+    // unsafeBitCast: as above.
+    csafeobserve_isCurrentExecutorByIdentity(unsafeBitCast(executor, to: (UnsafeMutableRawPointer?, UInt).self).0)
+}
+
 /// The calling thread's identity (for values that wait for a change on the
 /// same thread).
 func _currentThreadID() -> UInt {

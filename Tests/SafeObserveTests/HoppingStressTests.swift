@@ -1,0 +1,212 @@
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+/// Isolated relations under load: background tasks change their own models
+/// while the main actor registers main-actor and actor listeners, invalidates
+/// tokens, and drops listeners and models, at random. (Registration reads the
+/// property, so it is synchronized with the model's writer, as any read.)
+///
+/// Checks, in every handler: it runs on its actor; each relation sees its
+/// model's values in increasing order (coalesced or not); nothing is
+/// delivered for a relation after its `invalidate()` returned on the main
+/// actor. After each round: no model, listener or handler capture is left,
+/// and no relation. Looped; `SAFEOBSERVE_STRESS_ITERATIONS` multiplies the
+/// rounds. CI runs it under the thread sanitizer, ten times.
+@MainActor
+@Suite("Hopping relations under load", .serialized)
+struct HoppingStressTests {
+    @Test func randomRegistrationsRemovalsAndDeaths_whileOtherThreadsChange() async {
+        for round in 0..<StressConfig.rounds(20) {
+            await runRound(seed: UInt64(round) &* 0x9E37_79B9 &+ 5)
+        }
+    }
+
+    private func runRound(seed: UInt64) async {
+        let census = HopCensus()
+        do {
+            var random = SplitMix64(seed: seed)
+            var models = (0..<4).map { _ in HopModel(census: census) }
+            var listeners: [HopListener] = (0..<4).map { _ in HopListener(census: census) }
+            var actors: [HopActorListener] = (0..<2).map { _ in HopActorListener(census: census) }
+            var relations: [(token: ObservationToken, ended: EndedFlag)] = []
+            let stop = EndedFlag()
+
+            // Each model is changed by one task only, with increasing values.
+            let writers = models.enumerated().map { index, model in
+                Task.detached {
+                    // Paced: an unpaced writer outruns the main actor, whose
+                    // queues (every change, unless coalesced) then only grow.
+                    var value = 0
+                    while !stop.isSet {
+                        value += 1
+                        model.gate.withLock { _ in model.value = value }
+                        if value % 4 == 0 { try? await Task.sleep(for: .microseconds(50)) }
+                    }
+                    _ = index
+                }
+            }
+
+            for _ in 0..<300 {
+                switch random.next(10) {
+                case 0..<4 where !listeners.isEmpty && !models.isEmpty:
+                    let listener = listeners[random.next(listeners.count)]
+                    let model = models[random.next(models.count)]
+                    let options: ObservationOptions = [[.new], [.old, .new, .coalesced], [.prior, .old, .new]][
+                        random.next(3)]
+                    let ended = EndedFlag()
+                    let capture = HopCapture(census: census)
+                    let order = OrderCheck()
+                    // Registration reads the property: synchronized with the writer.
+                    let token = model.gate.withLock { _ in
+                        model.safeObserve(\.value, by: listener, options: options) { listener, _, change in
+                            MainActor.preconditionIsolated("an isolated handler ran off its actor")
+                            _ = capture
+                            if ended.isSet { census.lateDeliveries.add(1, ordering: .relaxed) }
+                            guard !change.isPrior else { return }
+                            if !order.accept(change.newValue!) { census.disorders.add(1, ordering: .relaxed) }
+                            listener.deliveries += 1
+                            census.deliveries.add(1, ordering: .relaxed)
+                        }
+                    }
+                    relations.append((token, ended))
+                case 4 where !actors.isEmpty && !models.isEmpty:
+                    await actors[random.next(actors.count)].watch(models[random.next(models.count)], census: census)
+                case 5 where !relations.isEmpty:
+                    let (token, ended) = relations.remove(at: random.next(relations.count))
+                    token.invalidate()
+                    ended.set()  // on the main actor: no queued delivery may run after this
+                case 6 where listeners.count > 1:
+                    listeners.remove(at: random.next(listeners.count))
+                case 7 where actors.count > 1:
+                    actors.remove(at: random.next(actors.count))
+                case 8:
+                    listeners.append(HopListener(census: census))
+                default:
+                    await Task.yield()
+                }
+            }
+            // A model dies while it is being changed and observed.
+            models.removeLast()
+            stop.set()
+            for writer in writers { await writer.value }
+            for _ in 0..<10 { await Task.yield() }
+            for (token, ended) in relations {
+                token.invalidate()
+                ended.set()
+            }
+            relations = []
+            models = []
+            listeners = []
+            actors = []
+        }
+        #expect(census.deliveries.load(ordering: .relaxed) > 0, "the round delivered nothing")
+        #expect(census.lateDeliveries.load(ordering: .relaxed) == 0, "delivered after invalidate() returned")
+        #expect(census.disorders.load(ordering: .relaxed) == 0, "values went back")
+        #expect(await eventually { census.models.liveCount == 0 }, "a model leaked")
+        #expect(await eventually { census.listeners.liveCount == 0 }, "a listener leaked")
+        #expect(await eventually { census.captures.liveCount == 0 }, "a handler (and its captures) leaked")
+    }
+}
+
+/// Waits, polling on the main actor, until `condition` holds.
+@MainActor
+private func eventually(_ condition: () -> Bool) async -> Bool {
+    for _ in 0..<2_000 {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return condition()
+}
+
+private final class HopCensus: Sendable {
+    let lateDeliveries = Atomic<Int>(0)
+    let deliveries = Atomic<Int>(0)
+    let disorders = Atomic<Int>(0)
+    let models = LifetimeCounter()
+    let listeners = LifetimeCounter()
+    let captures = LifetimeCounter()
+}
+
+private final class HopModel: SafeObservable, @unchecked Sendable {
+    // @unchecked Sendable: `value` is changed and registered on only inside `gate`.
+    @Observed var value = 0
+    /// Serializes the writer's changes with registrations (which read `value`).
+    let gate = _Mutex(0)
+    let census: HopCensus
+
+    init(census: HopCensus) {
+        self.census = census
+        census.models.didInit()
+    }
+
+    deinit { census.models.didDeinit() }
+}
+
+@MainActor
+private final class HopListener {
+    var deliveries = 0
+    let census: HopCensus
+
+    init(census: HopCensus) {
+        self.census = census
+        census.listeners.didInit()
+    }
+
+    deinit { census.listeners.didDeinit() }
+}
+
+private actor HopActorListener {
+    var deliveries = 0
+    let census: HopCensus
+
+    init(census: HopCensus) {
+        self.census = census
+        census.listeners.didInit()
+    }
+
+    deinit { census.listeners.didDeinit() }
+
+    func watch(_ model: HopModel, census: HopCensus) {
+        let capture = HopCapture(census: census)
+        let order = OrderCheck()
+        // Registration reads the property: synchronized with the writer.
+        _ = model.gate.withLock { _ in
+            model.safeObserve(\.value, by: self, options: [.new, .coalesced]) { listener, _, change in
+                _ = capture
+                if !order.accept(change.newValue!) { census.disorders.add(1, ordering: .relaxed) }
+                listener.deliveries += 1
+                census.deliveries.add(1, ordering: .relaxed)
+            }
+        }
+    }
+}
+
+private final class HopCapture: Sendable {
+    let census: HopCensus
+
+    init(census: HopCensus) {
+        self.census = census
+        census.captures.didInit()
+    }
+
+    deinit { census.captures.didDeinit() }
+}
+
+/// Set on the main actor once a relation's `invalidate()` returned.
+private final class EndedFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+    func set() { flag.store(true, ordering: .releasing) }
+}
+
+/// Accepts only increasing values (a relation's handler runs on one actor).
+private final class OrderCheck: Sendable {
+    private let last = Atomic<Int>(Int.min)
+
+    func accept(_ value: Int) -> Bool {
+        let previous = last.exchange(value, ordering: .relaxed)
+        return value > previous
+    }
+}
