@@ -380,6 +380,60 @@ struct IsolatedHandlerTests {
         #expect(detached == (false, false))
     }
 
+    @Test func aGlobalActorListener_receivesChangesOnItsActor_inOrder() async {
+        let model = SharedModel()
+        let listener = await BackgroundListener.make(observing: model)
+        await Task.detached {
+            for value in 1...50 { model.count = value }
+        }.value
+        var seen: [Int] = []
+        for _ in 0..<2_000 {
+            seen = await listener.seen
+            if seen.count == 50 { break }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(seen == Array(1...50))
+    }
+
+    @Test func anActorListenerRegisteredFromOutside_getsItsInitialValueOnItself() async {
+        let model = SharedModel()
+        model.count = 4
+        let accumulator = Accumulator()
+        // Registered from the main actor: `.initial` hops to the accumulator.
+        model.safeObserve(\.count, by: accumulator, options: [.initial, .new]) { accumulator, _, change in
+            accumulator.append(change.newValue!)
+        }
+        var seen: [Int] = []
+        for _ in 0..<2_000 {
+            seen = await accumulator.seen
+            if !seen.isEmpty { break }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(seen == [4])
+    }
+
+    @Test func changesMadeOnPlainThreadsOutsideAnyTask_hopWithoutTrapping() async {
+        // No task, no executor: the runtime's own check would consult
+        // checkIsolated() on older runtimes and trap; here the change hops.
+        let model = SharedModel()
+        let view = ViewModel()
+        let accumulator = Accumulator()
+        model.safeObserve(\.count, by: view) { view, _, change in
+            MainActor.preconditionIsolated()
+            view.seen.append(change.newValue!)
+        }
+        await accumulator.observe(model)
+        stressRunConcurrently([{ for value in 1...20 { model.count = value } }])
+        #expect(await eventually { view.seen == Array(1...20) })
+        var seen: [Int] = []
+        for _ in 0..<2_000 {
+            seen = await accumulator.seen
+            if seen.count == 20 { break }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(seen == Array(1...20))
+    }
+
     @Test func nonisolatedRegistration_keepsSynchronousAnyThreadDelivery() async {
         let model = SharedModel()
         let result = await Task.detached { () -> Bool in
@@ -432,6 +486,8 @@ private actor Accumulator {
         seen.append(value)
     }
 
+    func append(_ value: Int) { seen.append(value) }
+
     /// Both answers to "is this thread on `executor`", from this actor.
     func sees(_ executor: UnownedSerialExecutor) -> (Bool, Bool) {
         (_isCurrentExecutorByIdentity(executor), _isCurrentExecutor(executor, isMainActor: false))
@@ -462,5 +518,26 @@ private actor QueueActor {
     func changeHere(_ model: SharedModel, to value: Int) -> [Int] {
         model.count = value
         return seen
+    }
+}
+
+/// A global actor other than the main actor (its hops take the general path).
+@globalActor
+private actor BackgroundActor {
+    static let shared = BackgroundActor()
+}
+
+/// A listener isolated to `BackgroundActor`.
+@BackgroundActor
+private final class BackgroundListener {
+    var seen: [Int] = []
+
+    static func make(observing model: SharedModel) -> BackgroundListener {
+        let listener = BackgroundListener()
+        model.safeObserve(\.count, by: listener) { listener, _, change in
+            BackgroundActor.preconditionIsolated()
+            listener.seen.append(change.newValue!)
+        }
+        return listener
     }
 }
