@@ -10,8 +10,8 @@ import Synchronization
 /// the relation ended, the listener died or the object died meanwhile.
 ///
 /// The hop is owned by the relation's delivery thunk, so it dies with the
-/// relation, releasing the handler and its captures; a scheduled job holds it
-/// weakly. Neither the hop nor a job keeps the listener, the object or the
+/// relation, releasing the handler and its captures; a scheduled job does
+/// not keep it alive. Neither the hop nor a job keeps the listener, the object or the
 /// actor alive: they are reached through liveness-probed references.
 @usableFromInline
 final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendable {
@@ -90,24 +90,32 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
     }
 
     /// Schedules the job that delivers the queue on the actor. Nothing is
-    /// retained until it runs but the job itself: it holds the hop and the
-    /// actor weakly.
+    /// kept alive until it runs but the job itself: it reaches the hop and
+    /// the actor through unretained references (not weak ones, which would
+    /// give each of them a side table for the rest of its life).
     @inlinable
     func schedule() {
+        let hop = _unretained(self)
         if isMainActor {
             // Enqueued on the main actor directly.
-            Task { @MainActor [weak self] in self?.deliverQueued(endingJob: true) }
+            Task { @MainActor in
+                // unsafeDowncast: `hop` was made from this hop.
+                guard let object = _load(hop) else { return }
+                unsafeDowncast(object, to: _Hop.self).deliverQueued(endingJob: true)
+            }
             return
         }
-        guard let actor = _liveActor(actorReference) else {
+        guard _liveActor(actorReference) != nil else {
             // The actor died: nothing can run there any more.
             _endRelation(state.withLock { $0.relation })
             dropQueue(endingJob: true)
             return
         }
-        Task { [weak self, weak actor] in
-            guard let self, let actor else { return }
-            await Self.deliverQueued(self, on: actor)
+        let actorReference = actorReference
+        Task {
+            guard let object = _load(hop), let actor = _liveActor(actorReference) else { return }
+            // unsafeDowncast: `hop` was made from this hop.
+            await Self.deliverQueued(unsafeDowncast(object, to: _Hop.self), on: actor)
         }
     }
 
@@ -266,6 +274,18 @@ func _endRelation(_ reference: _UnretainedReference?) {
     guard let reference, let object = reference.load() else { return }
     // unsafeDowncast: a token's relation reference is only made from a `_Relation`.
     unsafeDowncast(object, to: _Relation.self).end()
+}
+
+/// An unretained reference to `object`.
+@usableFromInline
+func _unretained(_ object: AnyObject) -> _UnretainedReference {
+    _UnretainedReference(object)
+}
+
+/// The object `reference` refers to, unless it died.
+@usableFromInline
+func _load(_ reference: _UnretainedReference) -> AnyObject? {
+    reference.load()
 }
 
 /// The actor `reference` refers to, unless it died.
