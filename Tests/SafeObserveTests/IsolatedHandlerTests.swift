@@ -434,6 +434,20 @@ struct IsolatedHandlerTests {
         #expect(seen == Array(1...20))
     }
 
+    @Test func whenTheHandlersActorDies_theRelationEnds_andNothingIsDelivered() async {
+        let model = SharedModel()
+        let listener = Listener()
+        let lifetime = LifetimeCounter()
+        var registrar: Registrar? = Registrar(lifetime: lifetime)
+        await registrar!.observe(model, by: listener)
+        #expect(SafeObservation.relations(of: model).count == 1)
+        registrar = nil
+        #expect(lifetime.liveCount == 0, "the relation kept its actor alive")
+        await Task.detached { model.count = 1 }.value
+        #expect(await eventually { SafeObservation.relations(of: model).isEmpty })
+        #expect(listener.received.withLock { $0 }.isEmpty)
+    }
+
     @Test func nonisolatedRegistration_keepsSynchronousAnyThreadDelivery() async {
         let model = SharedModel()
         let result = await Task.detached { () -> Bool in
@@ -539,5 +553,24 @@ private final class BackgroundListener {
             listener.seen.append(change.newValue!)
         }
         return listener
+    }
+}
+
+/// An actor that registers a handler for another listener: the handler is
+/// isolated to it.
+private actor Registrar {
+    let lifetime: LifetimeCounter
+
+    init(lifetime: LifetimeCounter) {
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+
+    deinit { lifetime.didDeinit() }
+
+    func observe(_ model: SharedModel, by listener: Listener) {
+        model.safeObserve(\.count, by: listener) { listener, _, change in
+            listener.record("\(change.newValue!)")
+        }
     }
 }

@@ -106,17 +106,28 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
             return
         }
         guard _liveActor(actorReference) != nil else {
-            // The actor died: nothing can run there any more.
-            _endRelation(state.withLock { $0.relation })
-            dropQueue(endingJob: true)
+            actorDied()
             return
         }
         let actorReference = actorReference
         Task {
-            guard let object = _load(hop), let actor = _liveActor(actorReference) else { return }
+            guard let object = _load(hop) else { return }
             // unsafeDowncast: `hop` was made from this hop.
-            await Self.deliverQueued(unsafeDowncast(object, to: _Hop.self), on: actor)
+            let hop = unsafeDowncast(object, to: _Hop.self)
+            guard let actor = _liveActor(actorReference) else {
+                hop.actorDied()
+                return
+            }
+            await Self.deliverQueued(hop, on: actor)
         }
+    }
+
+    /// The actor died: nothing can run there any more, so the relation ends
+    /// and the queue (with the job, which will not run) is dropped.
+    @inlinable
+    func actorDied() {
+        _endRelation(state.withLock { $0.relation })
+        dropQueue(endingJob: true)
     }
 
     @inlinable
