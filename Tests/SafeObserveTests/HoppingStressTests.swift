@@ -18,12 +18,17 @@ import Testing
 @Suite("Hopping relations under load", .serialized)
 struct HoppingStressTests {
     @Test func randomRegistrationsRemovalsAndDeaths_whileOtherThreadsChange() async {
+        var delivered = 0
         for round in 0..<StressConfig.rounds(20) {
-            await runRound(seed: UInt64(round) &* 0x9E37_79B9 &+ 5)
+            delivered += await runRound(seed: UInt64(round) &* 0x9E37_79B9 &+ 5)
         }
+        // A round on a loaded machine may end before its writers ran; all of
+        // them cannot.
+        #expect(delivered > 0, "no round delivered anything")
     }
 
-    private func runRound(seed: UInt64) async {
+    /// One round; returns how many changes it delivered.
+    private func runRound(seed: UInt64) async -> Int {
         let census = HopCensus()
         do {
             var random = SplitMix64(seed: seed)
@@ -101,12 +106,12 @@ struct HoppingStressTests {
             listeners = []
             actors = []
         }
-        #expect(census.deliveries.load(ordering: .relaxed) > 0, "the round delivered nothing")
         #expect(census.lateDeliveries.load(ordering: .relaxed) == 0, "delivered after invalidate() returned")
         #expect(census.disorders.load(ordering: .relaxed) == 0, "values went back")
         #expect(await eventually { census.models.liveCount == 0 }, "a model leaked")
         #expect(await eventually { census.listeners.liveCount == 0 }, "a listener leaked")
         #expect(await eventually { census.captures.liveCount == 0 }, "a handler (and its captures) leaked")
+        return census.deliveries.load(ordering: .relaxed)
     }
 }
 
