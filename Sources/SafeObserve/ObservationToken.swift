@@ -153,7 +153,8 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     public var debugDescription: String {
         guard let keyPath else { return "ObservationToken(inert)" }
         let listenerName = listener.map { String(describing: type(of: $0)) } ?? "<released>"
-        return "ObservationToken(\(_KeyPathNames.describe(keyPath)), listener: \(listenerName), options: \(options), "
+        let observed = keyPath === _notificationKeyPath ? "a notification" : _KeyPathNames.describe(keyPath)
+        return "ObservationToken(\(observed), listener: \(listenerName), options: \(options), "
             + (isActive ? "active)" : "ended)")
     }
 }

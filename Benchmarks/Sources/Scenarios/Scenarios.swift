@@ -236,7 +236,7 @@ public enum Scenarios {
     /// The scenarios `InstructionCounts list` numbers.
     public static let all: [Scenario] =
         setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling + chains + rebinding
-        + cliffs
+        + cliffs + notifications
 
     // (issue 13) Patterns whose cost must stay proportional to live relations.
     static let cliffs: [Scenario] = [

@@ -54,6 +54,31 @@ final class _Channel: Sendable {
         /// - Complexity: O(*n*) in the relations of this property only.
         @usableFromInline
         func deliver(root: AnyObject, change: UnsafeRawPointer, phase: _Phase, sequence: UInt64) {
+            forEachLiveRelation(phase: phase) { relation, listener in
+                if phase == .change, !relation.isDependency {
+                    // Told about a newer change already: skip this one.
+                    guard relation.lastChange.load(ordering: .relaxed) < sequence else { return }
+                    relation.lastChange.store(sequence, ordering: .relaxed)
+                }
+                relation.deliver(listener, root, change, phase)
+            }
+        }
+
+        /// Delivers an event (a notification) to the snapshot: like a change,
+        /// except that every one is delivered — an event posted from inside a
+        /// handler does not make the outer one stale, as a newer value does.
+        @usableFromInline
+        func deliverEvent(root: AnyObject, change: UnsafeRawPointer) {
+            forEachLiveRelation(phase: .change) { relation, listener in
+                relation.deliver(listener, root, change, .change)
+            }
+        }
+
+        /// Calls `body` with each relation of the snapshot that `phase`
+        /// concerns, still active, and whose listener is alive (held for the
+        /// call); see ``deliver(root:change:phase:sequence:)``.
+        @inline(__always)
+        private func forEachLiveRelation(phase: _Phase, _ body: (_Relation, AnyObject) -> Void) {
             relations.withUnsafeBufferPointer { buffer in
                 for index in buffer.indices {
                     // A bitwise copy of the snapshot's strong reference, which
@@ -69,12 +94,7 @@ final class _Channel: Sendable {
                             relation.endForDeadListener()
                             return
                         }
-                        if phase == .change, !relation.isDependency {
-                            // Told about a newer change already: skip this one.
-                            guard relation.lastChange.load(ordering: .relaxed) < sequence else { return }
-                            relation.lastChange.store(sequence, ordering: .relaxed)
-                        }
-                        relation.deliver(listener, root, change, phase)
+                        body(relation, listener)
                     }
                 }
             }

@@ -1,0 +1,525 @@
+/// A notification center whose observers are removed automatically: when
+/// the listener dies, when the token is invalidated, or when the hub is
+/// told to, in any order and any number of times.
+///
+/// Names carry their payload type (``NotificationName``), so posting and
+/// observing are compile-checked. Observers are relations like key-path
+/// observations: the same listener lifetimes, the same tokens, the same
+/// introspection (``SafeObservation/relations(observedBy:)``).
+///
+/// ```swift
+/// extension NotificationName where Payload == Int {
+///     static let unreadCountChanged = NotificationName("unreadCountChanged")
+/// }
+///
+/// NotificationHub.default.observe(.unreadCountChanged, by: badge) { badge, notification in
+///     badge.count = notification.payload
+/// }
+/// NotificationHub.default.post(.unreadCountChanged, payload: 3)
+/// ```
+///
+/// - A sender filter (`from:`) holds the sender by identity without keeping
+///   it alive: after it dies the filter matches nothing, and an object later
+///   allocated at its address is not taken for it.
+/// - Observers of every name (``observeEvery(from:by:isolation:handler:)``)
+///   receive every notification.
+/// - Posting is synchronous, on the posting thread, and safe against
+///   concurrent observation, removal and deaths. A handler registered from
+///   an actor runs on that actor (see "Observing from actors and async code").
+/// - Handlers never run while the hub holds a lock: they may observe,
+///   unobserve, post or release anything. A post from inside a handler is
+///   delivered at once, before the outer post continues to later observers.
+public final class NotificationHub: Sendable {
+    /// The process's shared hub.
+    ///
+    /// ```swift
+    /// NotificationHub.default.post(.unreadCountChanged, payload: 3)
+    /// ```
+    public static let `default` = NotificationHub()
+
+    let state = _Mutex(State())
+
+    /// Creates a hub of its own (tests, or a subsystem's private traffic).
+    ///
+    /// ```swift
+    /// let hub = NotificationHub()
+    /// ```
+    public init() {}
+
+    deinit {
+        // Every observer of this hub ends with it (handlers released here).
+        let channels = state.withLock { state -> [_Channel] in
+            defer { state = State() }
+            return state.allChannels()
+        }
+        for channel in channels { channel.tearDown() }
+    }
+
+    // MARK: Observing
+
+    /// Observes the notifications named `name` on behalf of `listener`.
+    ///
+    /// ```swift
+    /// hub.observe(.unreadCountChanged, from: inbox, by: badge) { badge, notification in
+    ///     badge.count = notification.payload
+    /// }
+    /// ```
+    ///
+    /// The handler receives the listener and the notification, so it never
+    /// needs to capture either. It runs where `isolation` says, as a
+    /// ``SafeObservable/safeObserve(_:by:options:isolation:changeHandler:)``
+    /// handler does: on the caller's actor when registered from one
+    /// (synchronously for a post made there, in order for a post made
+    /// elsewhere), on the posting thread otherwise.
+    ///
+    /// Observing the same (name, sender, listener) again is a no-op that
+    /// keeps the first handler and returns the first token.
+    ///
+    /// - Parameters:
+    ///   - name: The name to observe.
+    ///   - sender: Only notifications posted by this object, if given. Never
+    ///     retained; once it died, nothing matches.
+    ///   - listener: The object on whose behalf the handler runs. Never
+    ///     retained: the relation ends when it dies.
+    ///   - isolation: The actor the handler is isolated to, or `nil` for
+    ///     synchronous delivery on the posting thread; the caller's by default.
+    ///   - handler: Called with the listener and the notification.
+    /// - Returns: The relation's token; `invalidate()` ends it, idempotently.
+    /// - Complexity: Amortized O(1) expected.
+    @discardableResult
+    @inlinable
+    public func observe<Listener: AnyObject, Payload>(
+        _ name: NotificationName<Payload>,
+        from sender: AnyObject? = nil,
+        by listener: Listener,
+        isolation: isolated (any Actor)? = #isolation,
+        handler: @escaping (Listener, PostedNotification<Payload>) -> Void
+    ) -> ObservationToken {
+        _observe(name.id, sender, listener, isolation: isolation, handler)
+    }
+
+    /// Observes every notification posted to this hub (of any name) on
+    /// behalf of `listener`.
+    ///
+    /// ```swift
+    /// hub.observeEvery(by: logger) { logger, notification in
+    ///     logger.log("\(notification.name) from \(String(describing: notification.sender))")
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - sender: Only notifications posted by this object, if given.
+    ///   - listener: The object on whose behalf the handler runs; never retained.
+    ///   - isolation: The actor the handler is isolated to; the caller's by default.
+    ///   - handler: Called with the listener and the type-erased notification.
+    /// - Returns: The relation's token.
+    /// - Complexity: Amortized O(1) expected.
+    @discardableResult
+    @inlinable
+    public func observeEvery<Listener: AnyObject>(
+        from sender: AnyObject? = nil,
+        by listener: Listener,
+        isolation: isolated (any Actor)? = #isolation,
+        handler: @escaping (Listener, AnyPostedNotification) -> Void
+    ) -> ObservationToken {
+        _observe(nil, sender, listener, isolation: isolation, handler)
+    }
+
+    /// Observes `name` with a handler that belongs to no listener: it lives
+    /// until the returned subscription is cancelled or deinitialized (keep it
+    /// for as long as the handler should run).
+    ///
+    /// ```swift
+    /// let subscription = hub.subscribe(.unreadCountChanged) { notification in
+    ///     print(notification.payload)
+    /// }
+    /// // … later, or when `subscription` is released:
+    /// subscription.cancel()
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - name: The name to observe.
+    ///   - sender: Only notifications posted by this object, if given.
+    ///   - isolation: The actor the handler is isolated to; the caller's by default.
+    ///   - handler: Called with the notification.
+    /// - Returns: The subscription; the relation ends when it is cancelled
+    ///   or deinitialized.
+    @inlinable
+    public func subscribe<Payload>(
+        _ name: NotificationName<Payload>,
+        from sender: AnyObject? = nil,
+        isolation: isolated (any Actor)? = #isolation,
+        handler: @escaping (PostedNotification<Payload>) -> Void
+    ) -> NotificationSubscription {
+        let subscription = NotificationSubscription()
+        subscription.token = observe(name, from: sender, by: subscription, isolation: isolation) { _, notification in
+            handler(notification)
+        }
+        return subscription
+    }
+
+    /// Registers a typed handler on the channel of (`nameID`, `sender`);
+    /// `nameID` `nil` stands for every name. The channel's deliveries point
+    /// at the notification itself (a `Value`), not at an `ObservedChange`.
+    @inlinable
+    func _observe<Listener: AnyObject, Value>(
+        _ nameID: Int?, _ sender: AnyObject?, _ listener: Listener, isolation: isolated (any Actor)?,
+        _ handler: @escaping (Listener, Value) -> Void
+    ) -> ObservationToken {
+        let deliver: _Deliver
+        let hop: _Hop<Listener, AnyObject, Value>?
+        // nonisolated(unsafe): called on the hop's actor (checked) when there
+        // is one; otherwise on the posting thread, as nonisolated key-path
+        // handlers are (see "Threading").
+        nonisolated(unsafe) let handler = handler
+        if let isolation {
+            let actorHop = _Hop<Listener, AnyObject, Value>(
+                actor: isolation, root: sender ?? self, coalesces: false
+            ) { listener, _, change in handler(listener, change.newValue.unsafelyUnwrapped) }
+            hop = actorHop
+            deliver = { listener, root, notification, _ in
+                let notification = notification.assumingMemoryBound(to: Value.self).pointee
+                if actorHop.isOnActorAfterQueued() {
+                    // unsafeDowncast: the relation's listener is `listener`.
+                    handler(unsafeDowncast(listener, to: Listener.self), notification)
+                } else {
+                    actorHop.enqueue(ObservedChange(newValue: notification, oldValue: nil))
+                }
+            }
+        } else {
+            hop = nil
+            deliver = { listener, _, notification, _ in
+                // unsafeDowncast: the relation's listener is `listener`.
+                handler(
+                    unsafeDowncast(listener, to: Listener.self),
+                    notification.assumingMemoryBound(to: Value.self).pointee)
+            }
+        }
+        let token = _register(nameID: nameID, sender: sender, listener: listener, deliver: deliver)
+        hop?.attach(token)
+        return token
+    }
+
+    // MARK: Removing
+
+    /// Ends `listener`'s observation of `name` (from `sender`, if given, or
+    /// the unfiltered one). Idempotent; safe inside handlers.
+    ///
+    /// ```swift
+    /// hub.unobserve(.unreadCountChanged, by: badge)
+    /// ```
+    ///
+    /// - Complexity: O(*k*) expected, *k* being the listener's relations on
+    ///   that channel.
+    public func unobserve<Payload>(
+        _ name: NotificationName<Payload>, from sender: AnyObject? = nil, by listener: AnyObject
+    ) {
+        guard let channel = state.withLock({ $0.channel(name.id, sender: sender) }) else { return }
+        _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(channel), keyPath: nil)
+    }
+
+    /// Ends every observation `listener` has on this hub. Idempotent; safe
+    /// inside handlers.
+    ///
+    /// ```swift
+    /// hub.unobserve(by: badge)
+    /// ```
+    ///
+    /// - Complexity: O(*n*) in the listener's relations.
+    public func unobserve(by listener: AnyObject) {
+        guard let proxy = _ListenerProxy.of(listener, create: false) else { return }
+        let channels = Set(state.withLock { $0.allChannels() }.map(ObjectIdentifier.init))
+        for relation in proxy.activeRelations() {
+            if let channel = relation.channel, channels.contains(ObjectIdentifier(channel)) { relation.end() }
+        }
+    }
+
+    // MARK: Posting
+
+    /// Posts a notification: every observer of `name` (and of every name)
+    /// that matches `sender` is called, synchronously on this thread, or on
+    /// its actor for a handler registered from one.
+    ///
+    /// ```swift
+    /// hub.post(.unreadCountChanged, payload: 3, from: inbox)
+    /// ```
+    ///
+    /// Observers are called in registration order: those of the name, then
+    /// those of the name from this sender, then those of every name.
+    ///
+    /// - Complexity: O(1) expected to find the observers, plus O(1) per
+    ///   observer called.
+    @inlinable
+    public func post<Payload>(_ name: NotificationName<Payload>, payload: Payload, from sender: AnyObject? = nil) {
+        let channels = _channels(for: name.id, sender: sender)
+        guard channels.first != nil || channels.every != nil else { return }
+        let notification = PostedNotification(nameID: name.id, sender: channels.sender, payload: payload)
+        let root = sender ?? self
+        if let channel = channels.first { _deliver(notification, to: channel, root: root) }
+        if let channel = channels.second { _deliver(notification, to: channel, root: root) }
+        guard channels.every != nil else { return }
+        let erased = AnyPostedNotification(notification)
+        if let channel = channels.every { _deliver(erased, to: channel, root: root) }
+        if let channel = channels.everyFromSender { _deliver(erased, to: channel, root: root) }
+    }
+
+    /// Posts a notification whose payload is `()`.
+    ///
+    /// ```swift
+    /// extension NotificationName where Payload == Void {
+    ///     static let didLogOut = NotificationName("didLogOut")
+    /// }
+    /// hub.post(.didLogOut)
+    /// ```
+    @inlinable
+    public func post(_ name: NotificationName<Void>, from sender: AnyObject? = nil) {
+        post(name, payload: (), from: sender)
+    }
+
+    /// Delivers `value` to `channel`'s relations, as a change of `root`.
+    @inlinable
+    func _deliver<Value>(_ value: Value, to channel: _Channel, root: AnyObject) {
+        guard let emission = channel.beginEmission(on: root) else { return }
+        withUnsafePointer(to: value) { emission.deliverEvent(root: root, change: $0) }
+        emission.end(root: root)
+    }
+}
+
+/// A handler that belongs to no listener (made by
+/// ``NotificationHub/subscribe(_:from:isolation:handler:)``): it runs until
+/// the subscription is cancelled or deinitialized.
+///
+/// ```swift
+/// var subscription: NotificationSubscription? = hub.subscribe(.didLogOut) { _ in print("bye") }
+/// subscription = nil   // the handler is released, and never runs again
+/// ```
+public final class NotificationSubscription: SafeObserver, Sendable {
+    /// Ends the relation in the subscription's `deinit`.
+    ///
+    /// ```swift
+    /// let lifetime = subscription.observerLifetime   // the SafeObserver requirement
+    /// ```
+    public let observerLifetime = ObserverLifetime()
+    // nonisolated(unsafe): written once, by `subscribe`, before the
+    // subscription is returned (and so before it can be shared).
+    @usableFromInline nonisolated(unsafe) var token: ObservationToken?
+
+    @usableFromInline init() {}
+
+    /// Ends the subscription: its handler never runs again and is released.
+    /// Idempotent.
+    ///
+    /// ```swift
+    /// subscription.cancel()
+    /// ```
+    public func cancel() {
+        token?.invalidate()
+    }
+
+    /// Whether the handler still runs.
+    ///
+    /// ```swift
+    /// assert(!subscription.isActive)   // after cancel()
+    /// ```
+    public var isActive: Bool { token?.isActive ?? false }
+}
+
+// MARK: - Implementation
+
+/// What every notification relation's key path is: notification relations
+/// are told apart from key-path ones by it (tokens describe them as such).
+// nonisolated(unsafe): a key path is immutable, and this one captures nothing.
+nonisolated(unsafe) let _notificationKeyPath: AnyKeyPath = \_NotificationMarker.name
+
+/// The root of ``_notificationKeyPath``.
+struct _NotificationMarker {
+    var name = ""
+}
+
+/// The channels one post delivers to, without an allocation: the name's,
+/// the name's from the sender, every name's, every name's from the sender.
+@usableFromInline
+struct _PostTargets {
+    @usableFromInline var first: _Channel?
+    @usableFromInline var second: _Channel?
+    @usableFromInline var every: _Channel?
+    @usableFromInline var everyFromSender: _Channel?
+    /// The sender, unretained, for the notification (when one posted).
+    @usableFromInline var sender: _UnretainedReference?
+
+    init() {}
+}
+
+extension NotificationHub {
+    /// The hub's channels: one per name (and one for every name), plus one
+    /// per (name, sender) that a sender-filtered observer asked for. A
+    /// channel's object is the hub, or the sender: the channel holds it
+    /// unretained (its allocation, not the object, on the native probes), so
+    /// no other object can take the sender's address while the channel
+    /// exists, and `isGone` tells its death.
+    struct State {
+        /// The channel of each name's unfiltered observers, by name identity.
+        var unfiltered: [_Channel?] = []
+        /// The sender-filtered channels of each name that has some.
+        var bySender: [Int: [ObjectIdentifier: _Channel]] = [:]
+        /// Every name's observers, unfiltered and by sender.
+        var every: _Channel?
+        var everyBySender: [ObjectIdentifier: _Channel] = [:]
+        /// The sender-filtered channels, in creation order, for the
+        /// amortized sweep of dead senders.
+        var senderChannels: [(nameID: Int?, sender: ObjectIdentifier, channel: _Channel)] = []
+        var sweepCursor = 0
+
+        func unfilteredChannel(_ nameID: Int?) -> _Channel? {
+            guard let nameID else { return every }
+            return nameID < unfiltered.count ? unfiltered[nameID] : nil
+        }
+
+        func senderChannel(_ nameID: Int?, _ sender: AnyObject) -> _Channel? {
+            let channel =
+                nameID.map { bySender[$0]?[ObjectIdentifier(sender)] } ?? everyBySender[ObjectIdentifier(sender)]
+            // Not a dead sender's channel at a reused address.
+            guard let channel, channel.object.refers(to: sender) else { return nil }
+            return channel
+        }
+
+        /// The channel of (`nameID`, `sender`), if it exists.
+        func channel(_ nameID: Int?, sender: AnyObject?) -> _Channel? {
+            guard let sender else { return unfilteredChannel(nameID) }
+            return senderChannel(nameID, sender)
+        }
+
+        /// The channel of (`nameID`, `sender`), made if missing; a channel
+        /// at `sender`'s address that was another (dead) object's is
+        /// returned as `stale`, to tear down after unlocking. Also returns
+        /// two sender-filtered channels to probe for dead senders.
+        mutating func channelCreating(
+            _ nameID: Int?, sender: AnyObject?, hub: NotificationHub
+        ) -> (channel: _Channel, stale: _Channel?, probes: [_Channel]) {
+            guard let sender else {
+                if let channel = unfilteredChannel(nameID) { return (channel, nil, []) }
+                let channel = _Channel(object: hub)
+                if let nameID {
+                    if unfiltered.count <= nameID {
+                        unfiltered.append(contentsOf: repeatElement(nil, count: nameID + 1 - unfiltered.count))
+                    }
+                    unfiltered[nameID] = channel
+                } else {
+                    every = channel
+                }
+                return (channel, nil, [])
+            }
+            let id = ObjectIdentifier(sender)
+            var stale: _Channel?
+            if let channel = nameID.map({ bySender[$0]?[id] }) ?? everyBySender[id] {
+                guard !channel.object.refers(to: sender) else { return (channel, nil, []) }
+                stale = channel
+                senderChannels.removeAll { $0.channel === channel }
+            }
+            let channel = _Channel(object: sender)
+            if let nameID { bySender[nameID, default: [:]][id] = channel } else { everyBySender[id] = channel }
+            senderChannels.append((nameID, id, channel))
+            return (channel, stale, nextProbes())
+        }
+
+        /// Two sender-filtered channels, round-robin.
+        mutating func nextProbes() -> [_Channel] {
+            guard !senderChannels.isEmpty else { return [] }
+            var probes: [_Channel] = []
+            for _ in 0..<min(2, senderChannels.count) {
+                if sweepCursor >= senderChannels.count { sweepCursor = 0 }
+                probes.append(senderChannels[sweepCursor].channel)
+                sweepCursor += 1
+            }
+            return probes
+        }
+
+        /// Forgets `channel` (its sender died); `false` if it was not here.
+        mutating func remove(senderChannel channel: _Channel) -> Bool {
+            guard let index = senderChannels.firstIndex(where: { $0.channel === channel }) else { return false }
+            let (nameID, sender, _) = senderChannels.remove(at: index)
+            if let nameID {
+                bySender[nameID]?[sender] = nil
+                if bySender[nameID]?.isEmpty == true { bySender[nameID] = nil }
+            } else {
+                everyBySender[sender] = nil
+            }
+            return true
+        }
+
+        func allChannels() -> [_Channel] {
+            unfiltered.compactMap { $0 } + (every.map { [$0] } ?? []) + senderChannels.map(\.channel)
+        }
+    }
+
+    /// The channels a post of `nameID` from `sender` delivers to.
+    @usableFromInline
+    func _channels(for nameID: Int, sender: AnyObject?) -> _PostTargets {
+        var targets = _PostTargets()
+        state.withLock { state in
+            targets.first = state.unfilteredChannel(nameID)
+            targets.every = state.every
+            if let sender {
+                if !state.bySender.isEmpty { targets.second = state.senderChannel(nameID, sender) }
+                if !state.everyBySender.isEmpty { targets.everyFromSender = state.senderChannel(nil, sender) }
+            }
+        }
+        if targets.first == nil {
+            targets.first = targets.second
+            targets.second = nil
+        }
+        if targets.every == nil {
+            targets.every = targets.everyFromSender
+            targets.everyFromSender = nil
+        }
+        if let sender, targets.first != nil || targets.every != nil { targets.sender = _UnretainedReference(sender) }
+        return targets
+    }
+
+    /// Registers `listener` on the channel of (`nameID`, `sender`).
+    @usableFromInline
+    func _register(nameID: Int?, sender: AnyObject?, listener: AnyObject, deliver: @escaping _Deliver)
+        -> ObservationToken
+    {
+        let inert = ObservationToken(inertWith: .new)
+        if _swift_isDeallocating(listener) {
+            _Diagnostics.reportProgrammerError(
+                "SafeObserve: cannot observe notifications by a \(type(of: listener)) during its own deinit")
+            return inert
+        }
+        // A sender in its deinit can post nothing more: nothing to observe.
+        if let sender, _swift_isDeallocating(sender) { return inert }
+        // Again with a new proxy if the listener's was retired meanwhile.
+        while true {
+            guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
+            let (channel, stale, probes) = state.withLock { $0.channelCreating(nameID, sender: sender, hub: self) }
+            stale?.tearDown()
+            sweepDeadSenders(probes)
+            let relation = _Relation(
+                keyPath: _notificationKeyPath, objectID: ObjectIdentifier(channel), options: .new, proxy: proxy,
+                channel: channel, deliver: deliver)
+            var existing: _Relation?
+            guard proxy.insert(relation, existing: &existing) else {
+                if _swift_isDeallocating(listener) { return inert }
+                continue
+            }
+            if let existing { return ObservationToken(existing) }
+            let token = ObservationToken(relation)
+            if !channel.add(relation) { relation.end() }
+            return token
+        }
+    }
+
+    /// Tears down the channels among `probes` whose sender died (probed
+    /// unlocked: a liveness probe must not run under the lock).
+    private func sweepDeadSenders(_ probes: [_Channel]) {
+        for channel in probes where channel.object.isGone {
+            if state.withLock({ $0.remove(senderChannel: channel) }) { channel.tearDown() }
+        }
+    }
+
+    /// How many sender-filtered channels the hub holds (tests).
+    var _senderChannelCount: Int {
+        state.withLock { $0.senderChannels.count }
+    }
+}

@@ -1,0 +1,349 @@
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension NotificationName where Payload == Int {
+    fileprivate static let count = NotificationName("count")
+    fileprivate static let other = NotificationName("other")
+}
+
+extension NotificationName where Payload == Void {
+    fileprivate static let ping = NotificationName("ping")
+}
+
+/// A listener that records what it receives.
+private final class Inbox: @unchecked Sendable {
+    // @unchecked Sendable: `received` is only touched under its lock.
+    let received = _Mutex<[String]>([])
+    let lifetime: LifetimeCounter?
+
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+
+    deinit { lifetime?.didDeinit() }
+
+    func record(_ entry: String) { received.withLock { $0.append(entry) } }
+    var entries: [String] { received.withLock { $0 } }
+}
+
+/// A listener whose description is the same for every instance (the
+/// original identified observers by their description).
+private final class LookAlike: CustomStringConvertible, @unchecked Sendable {
+    let received = Atomic<Int>(0)
+    var description: String { "LookAlike" }
+}
+
+private final class Sender: @unchecked Sendable {
+    let lifetime: LifetimeCounter?
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+    deinit { lifetime?.didDeinit() }
+}
+
+private final class Payload: Sendable {
+    let lifetime: LifetimeCounter
+    init(lifetime: LifetimeCounter) {
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+    deinit { lifetime.didDeinit() }
+}
+
+@Suite("NotificationHub")
+struct NotificationHubTests {
+    @Test func aPostReachesItsObservers_withTheListenerAndTheTypedPayload() {
+        let hub = NotificationHub()
+        let inbox = Inbox()
+        hub.observe(.count, by: inbox) { inbox, notification in inbox.record("count \(notification.payload)") }
+        hub.observe(.other, by: inbox) { inbox, notification in inbox.record("other \(notification.payload)") }
+        hub.post(.count, payload: 1)
+        hub.post(.other, payload: 2)
+        hub.post(.count, payload: 3)
+        #expect(inbox.entries == ["count 1", "other 2", "count 3"])
+    }
+
+    @Test func namesWithTheSameStringButOtherPayloadTypes_areOtherNames() {
+        let hub = NotificationHub()
+        let inbox = Inbox()
+        let asString = NotificationName<String>("count")
+        hub.observe(asString, by: inbox) { inbox, notification in inbox.record(notification.payload) }
+        hub.post(.count, payload: 1)
+        hub.post(asString, payload: "one")
+        #expect(inbox.entries == ["one"])
+        #expect(NotificationName<Int>("count") == .count)
+    }
+
+    // YBNotificationCenter: its weak sender filter matched everything once
+    // the sender died.
+    @Test func aSenderFilter_matchesNothingOnceTheSenderDied() {
+        let hub = NotificationHub()
+        let inbox = Inbox()
+        let lifetime = LifetimeCounter()
+        var sender: Sender? = Sender(lifetime: lifetime)
+        let senderID = ObjectIdentifier(sender!)
+        hub.observe(.count, from: sender!, by: inbox) { inbox, notification in
+            inbox.record("\(notification.payload)")
+        }
+        hub.post(.count, payload: 1, from: sender!)
+        hub.post(.count, payload: 2, from: Sender())
+        sender = nil
+        #expect(lifetime.liveCount == 0, "the filter kept its sender alive")
+        hub.post(.count, payload: 3)
+        hub.post(.count, payload: 4, from: Sender())
+        // Objects allocated after its death: none is taken for it, even at its address.
+        var reused = 0
+        for value in 5..<2_005 {
+            let other = Sender()
+            if ObjectIdentifier(other) == senderID { reused += 1 }
+            hub.post(.count, payload: value, from: other)
+        }
+        #expect(inbox.entries == ["1"], "delivered through a dead sender's filter (\(reused) address reuses)")
+    }
+
+    // YBNotificationCenter: observers registered without a name never
+    // received anything.
+    @Test func observersOfEveryName_receiveEveryNotification() {
+        let hub = NotificationHub()
+        let inbox = Inbox()
+        let sender = Sender()
+        hub.observeEvery(by: inbox) { inbox, notification in inbox.record("\(notification.name)") }
+        hub.observeEvery(from: sender, by: Inbox()) { _, _ in }
+        let filtered = Inbox()
+        hub.observeEvery(from: sender, by: filtered) { inbox, notification in
+            inbox.record("\(notification.name) \(notification.payload)")
+        }
+        hub.post(.count, payload: 1)
+        hub.post(.ping)
+        hub.post(.other, payload: 7, from: sender)
+        #expect(inbox.entries == ["count", "ping", "other"])
+        #expect(filtered.entries == ["other 7"])
+    }
+
+    // YBNotificationCenter: block observers' tokens were retained by the
+    // center forever.
+    @Test func aSubscription_endsWhenCancelledOrDeinitialized_releasingItsHandler() {
+        let hub = NotificationHub()
+        let lifetime = LifetimeCounter()
+        let calls = Atomic<Int>(0)
+        var subscription: NotificationSubscription? = {
+            let payload = Payload(lifetime: lifetime)
+            return hub.subscribe(.count) { _ in
+                _ = payload
+                calls.add(1, ordering: .relaxed)
+            }
+        }()
+        hub.post(.count, payload: 1)
+        #expect(calls.load(ordering: .relaxed) == 1)
+        subscription = nil
+        #expect(lifetime.liveCount == 0, "the handler outlived its subscription")
+        hub.post(.count, payload: 2)
+        #expect(calls.load(ordering: .relaxed) == 1)
+
+        let kept = hub.subscribe(.count) { _ in calls.add(1, ordering: .relaxed) }
+        #expect(kept.isActive)
+        kept.cancel()
+        kept.cancel()
+        #expect(!kept.isActive)
+        hub.post(.count, payload: 3)
+        #expect(calls.load(ordering: .relaxed) == 1)
+        _ = subscription
+    }
+
+    // YBNotificationCenter: observers were identified by their description.
+    @Test func observersWithEqualDescriptions_areDistinct() {
+        let hub = NotificationHub()
+        let first = LookAlike()
+        let second = LookAlike()
+        hub.observe(.count, by: first) { listener, _ in listener.received.add(1, ordering: .relaxed) }
+        hub.observe(.count, by: second) { listener, _ in listener.received.add(1, ordering: .relaxed) }
+        hub.post(.count, payload: 1)
+        hub.unobserve(.count, by: first)
+        hub.post(.count, payload: 2)
+        #expect(first.received.load(ordering: .relaxed) == 1)
+        #expect(second.received.load(ordering: .relaxed) == 2)
+    }
+
+    @Test func aDeadListener_isNeverCalled_andItsRelationAndHandlerGo() {
+        let hub = NotificationHub()
+        let lifetime = LifetimeCounter()
+        let calls = Atomic<Int>(0)
+        var inbox: Inbox? = Inbox()
+        do {
+            let payload = Payload(lifetime: lifetime)
+            hub.observe(.count, by: inbox!) { _, _ in
+                _ = payload
+                calls.add(1, ordering: .relaxed)
+            }
+        }
+        inbox = nil
+        hub.post(.count, payload: 1)
+        #expect(calls.load(ordering: .relaxed) == 0)
+        #expect(lifetime.liveCount == 0, "the dead listener's handler is still alive")
+    }
+
+    @Test func removalIsIdempotent_byToken_byName_bySender_andByListener() {
+        let hub = NotificationHub()
+        let inbox = Inbox()
+        let sender = Sender()
+        let token = hub.observe(.count, by: inbox) { inbox, _ in inbox.record("name") }
+        hub.observe(.count, from: sender, by: inbox) { inbox, _ in inbox.record("sender") }
+        hub.observe(.other, by: inbox) { inbox, _ in inbox.record("other") }
+        #expect(SafeObservation.relations(observedBy: inbox).count == 3)
+        token.invalidate()
+        token.invalidate()
+        hub.unobserve(.count, by: inbox)
+        hub.post(.count, payload: 1, from: sender)
+        #expect(inbox.entries == ["sender"])
+        hub.unobserve(.count, from: sender, by: inbox)
+        hub.unobserve(.count, from: sender, by: inbox)
+        hub.post(.count, payload: 1, from: sender)
+        hub.post(.other, payload: 1)
+        #expect(inbox.entries == ["sender", "other"])
+        hub.unobserve(by: inbox)
+        hub.unobserve(by: inbox)
+        hub.post(.other, payload: 1)
+        #expect(inbox.entries == ["sender", "other"])
+        #expect(SafeObservation.relations(observedBy: inbox).isEmpty)
+    }
+
+    @Test func observingTwice_isOneRelation_keepingTheFirstHandler() {
+        let hub = NotificationHub()
+        let inbox = Inbox()
+        let first = hub.observe(.count, by: inbox) { inbox, _ in inbox.record("first") }
+        let second = hub.observe(.count, by: inbox) { inbox, _ in inbox.record("second") }
+        #expect(first == second)
+        hub.post(.count, payload: 1)
+        #expect(inbox.entries == ["first"])
+    }
+
+    @Test func aHandlerMayRemoveAnotherObserver_whoIsThenNotCalledForThisPost() {
+        let hub = NotificationHub()
+        let first = Inbox()
+        let second = Inbox()
+        hub.observe(.count, by: first) { first, _ in
+            first.record("first")
+            hub.unobserve(.count, by: second)
+        }
+        hub.observe(.count, by: second) { second, _ in second.record("second") }
+        hub.post(.count, payload: 1)
+        #expect(first.entries == ["first"])
+        #expect(second.entries.isEmpty)
+    }
+
+    @Test func aPostFromInsideAHandler_isDeliveredAtOnce_beforeLaterObservers() {
+        let hub = NotificationHub()
+        let log = Inbox()
+        hub.observe(.count, by: log) { log, notification in
+            log.record("A\(notification.payload)")
+            if notification.payload == 1 { hub.post(.count, payload: 2) }
+        }
+        hub.observe(.count, by: Inbox()) { _, _ in }
+        let later = Inbox()
+        hub.observe(.count, by: later) { _, notification in log.record("B\(notification.payload)") }
+        hub.post(.count, payload: 1)
+        #expect(log.entries == ["A1", "A2", "B2", "B1"])
+        _ = later
+    }
+
+    @Test func tenThousandShortLivedListenersAndSenders_leaveBoundedState() {
+        let hub = NotificationHub()
+        for _ in 0..<10_000 {
+            let inbox = Inbox()
+            let sender = Sender()
+            hub.observe(.count, by: inbox) { _, _ in }
+            hub.observe(.count, from: sender, by: inbox) { _, _ in }
+        }
+        #expect(hub._senderChannelCount <= 8, "dead senders' channels accumulate: \(hub._senderChannelCount)")
+        let survivor = Inbox()
+        hub.observe(.count, by: survivor) { survivor, _ in survivor.record("x") }
+        hub.post(.count, payload: 1)  // ends every dead listener's relation it meets
+        let channel = hub.state.withLock { $0.channel(NotificationName<Int>.count.id, sender: nil) }
+        let listed = channel?.state.withLock { $0.relations.count } ?? -1
+        #expect(listed <= 16, "the name's relation list kept \(listed) slots")
+        #expect(survivor.entries == ["x"])
+    }
+
+    @Test func aHubThatDies_endsItsRelations_andReleasesTheirHandlers() {
+        let lifetime = LifetimeCounter()
+        var hub: NotificationHub? = NotificationHub()
+        let inbox = Inbox()
+        do {
+            let payload = Payload(lifetime: lifetime)
+            hub!.observe(.count, by: inbox) { _, _ in _ = payload }
+        }
+        #expect(SafeObservation.relations(observedBy: inbox).count == 1)
+        hub = nil
+        #expect(lifetime.liveCount == 0)
+        #expect(SafeObservation.relations(observedBy: inbox).isEmpty)
+    }
+
+    @Test func tokensDescribeNotificationRelations() {
+        let hub = NotificationHub()
+        let inbox = Inbox()
+        let token = hub.observe(.count, by: inbox) { _, _ in }
+        #expect(token.debugDescription.contains("a notification"))
+        #expect(token.debugDescription.contains("Inbox"))
+    }
+
+    @Test func postingRacesObservingRemovingAndDeaths_safely() {
+        // The original enumerated its observers without a lock while removal
+        // mutated them. Under the thread sanitizer in CI.
+        let hub = NotificationHub()
+        let delivered = Atomic<Int>(0)
+        let keeper = Inbox()
+        hub.observe(.count, by: keeper) { _, _ in delivered.add(1, ordering: .relaxed) }
+        stressRunConcurrently([
+            { for value in 0..<2_000 { hub.post(.count, payload: value) } },
+            { for value in 0..<2_000 { hub.post(.count, payload: value, from: keeper) } },
+            {
+                for _ in 0..<500 {
+                    let inbox = Inbox()
+                    let token = hub.observe(.count, by: inbox) { _, _ in }
+                    hub.observe(.count, from: keeper, by: inbox) { _, _ in }
+                    if Bool.random() { token.invalidate() } else { hub.unobserve(by: inbox) }
+                }
+            },
+            {
+                for _ in 0..<500 {
+                    let subscription = hub.subscribe(.count) { _ in }
+                    _ = subscription
+                }
+            },
+        ])
+        #expect(delivered.load(ordering: .relaxed) == 4_000)
+    }
+}
+
+@MainActor
+@Suite("NotificationHub and actors")
+struct NotificationHubIsolationTests {
+    @MainActor
+    final class Badge {
+        var counts: [Int] = []
+    }
+
+    @Test func anObserverRegisteredFromTheMainActor_receivesPostsMadeElsewhere_onIt_inOrder() async {
+        let hub = NotificationHub()
+        let badge = Badge()
+        hub.observe(.count, by: badge) { badge, notification in
+            MainActor.preconditionIsolated()
+            badge.counts.append(notification.payload)
+        }
+        await Task.detached {
+            for value in 1...100 { hub.post(.count, payload: value) }
+        }.value
+        for _ in 0..<2_000 where badge.counts.count < 100 { try? await Task.sleep(for: .milliseconds(2)) }
+        #expect(badge.counts == Array(1...100))
+        hub.post(.count, payload: 101)  // on the main actor: synchronous
+        #expect(badge.counts.last == 101)
+    }
+}
