@@ -51,6 +51,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "NotificationsDemo",
+            dependencies: ["SafeObserve"],
+            path: "Examples/NotificationsDemo",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "ChainsDemo",
             dependencies: ["SafeObserve"],
             path: "Examples/ChainsDemo",
