@@ -253,14 +253,20 @@ public final class NotificationHub: Sendable {
     public func post<Payload>(_ name: NotificationName<Payload>, payload: Payload, from sender: AnyObject? = nil) {
         let channels = _channels(for: name.id, sender: sender)
         guard channels.first != nil || channels.every != nil else { return }
-        let notification = PostedNotification(nameID: name.id, sender: channels.sender, payload: payload)
         let root = sender ?? self
-        if let channel = channels.first { _deliver(notification, to: channel, root: root) }
-        if let channel = channels.second { _deliver(notification, to: channel, root: root) }
+        // The reference a notification keeps: the sender's, or the hub's
+        // standing for "none" (never handed out as a sender).
+        let notification = PostedNotification(
+            nameID: name.id, sender: _unretained(root), hasSender: sender != nil, payload: payload)
+        withUnsafePointer(to: notification) { pointer in
+            if let channel = channels.first { _deliver(pointer, to: channel, root: root) }
+            if let channel = channels.second { _deliver(pointer, to: channel, root: root) }
+        }
         guard channels.every != nil else { return }
-        let erased = AnyPostedNotification(notification)
-        if let channel = channels.every { _deliver(erased, to: channel, root: root) }
-        if let channel = channels.everyFromSender { _deliver(erased, to: channel, root: root) }
+        withUnsafePointer(to: AnyPostedNotification(notification)) { pointer in
+            if let channel = channels.every { _deliver(pointer, to: channel, root: root) }
+            if let channel = channels.everyFromSender { _deliver(pointer, to: channel, root: root) }
+        }
     }
 
     /// Posts a notification whose payload is `()`.
@@ -276,11 +282,11 @@ public final class NotificationHub: Sendable {
         post(name, payload: (), from: sender)
     }
 
-    /// Delivers `value` to `channel`'s relations, as a change of `root`.
+    /// Delivers the notification at `pointer` to `channel`'s relations.
     @inlinable
-    func _deliver<Value>(_ value: Value, to channel: _Channel, root: AnyObject) {
+    func _deliver(_ pointer: UnsafeRawPointer, to channel: _Channel, root: AnyObject) {
         guard let emission = channel.beginEmission(on: root) else { return }
-        withUnsafePointer(to: value) { emission.deliverEvent(root: root, change: $0) }
+        emission.deliverEvent(root: root, change: pointer)
         emission.end(root: root)
     }
 }
@@ -344,8 +350,6 @@ struct _PostTargets {
     @usableFromInline var second: _Channel?
     @usableFromInline var every: _Channel?
     @usableFromInline var everyFromSender: _Channel?
-    /// The sender, unretained, for the notification (when one posted).
-    @usableFromInline var sender: _UnretainedReference?
 
     init() {}
 }
@@ -472,7 +476,6 @@ extension NotificationHub {
             targets.every = targets.everyFromSender
             targets.everyFromSender = nil
         }
-        if let sender, targets.first != nil || targets.every != nil { targets.sender = _UnretainedReference(sender) }
         return targets
     }
 

@@ -96,7 +96,7 @@ public struct PostedNotification<Payload: Sendable>: Sendable {
     /// ```swift
     /// if notification.sender === inbox { … }
     /// ```
-    public var sender: AnyObject? { _sender.map { $0.load() } ?? nil }
+    public var sender: AnyObject? { _hasSender ? _sender.load() : nil }
     /// What it carries.
     ///
     /// ```swift
@@ -107,12 +107,17 @@ public struct PostedNotification<Payload: Sendable>: Sendable {
     /// The name's identity: a notification is copied along each delivery,
     /// and an integer costs nothing to copy, unlike the name's string.
     @usableFromInline let _nameID: Int
-    @usableFromInline let _sender: _UnretainedReference?
+    /// Never optional: an optional `_UnretainedReference` is copied and
+    /// destroyed through generic value witnesses, which cost a post more
+    /// than everything else together.
+    @usableFromInline let _sender: _UnretainedReference
+    @usableFromInline let _hasSender: Bool
 
     @inlinable
-    init(nameID: Int, sender: _UnretainedReference?, payload: Payload) {
+    init(nameID: Int, sender: _UnretainedReference, hasSender: Bool, payload: Payload) {
         _nameID = nameID
         _sender = sender
+        _hasSender = hasSender
         self.payload = payload
     }
 }
@@ -137,7 +142,7 @@ public struct AnyPostedNotification: Sendable {
     /// ```swift
     /// if notification.sender === inbox { … }
     /// ```
-    public var sender: AnyObject? { _sender.map { $0.load() } ?? nil }
+    public var sender: AnyObject? { _hasSender ? _sender.load() : nil }
     /// The payload, type-erased.
     ///
     /// ```swift
@@ -146,12 +151,14 @@ public struct AnyPostedNotification: Sendable {
     public let payload: any Sendable
 
     @usableFromInline let _nameID: Int
-    @usableFromInline let _sender: _UnretainedReference?
+    @usableFromInline let _sender: _UnretainedReference
+    @usableFromInline let _hasSender: Bool
 
     @inlinable
     init<Payload>(_ notification: PostedNotification<Payload>) {
         _nameID = notification._nameID
         _sender = notification._sender
+        _hasSender = notification._hasSender
         payload = notification.payload
     }
 }
