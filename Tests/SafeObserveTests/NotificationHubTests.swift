@@ -323,6 +323,56 @@ struct NotificationHubTests {
     }
 }
 
+@Suite("NotificationHub notifications as an asynchronous sequence")
+struct NotificationHubSequenceTests {
+    private func relationCount(_ hub: NotificationHub, _ name: NotificationName<Int>) -> Int {
+        hub.state.withLock { $0.channel(name.id, sender: nil) }?.liveRelations().count ?? 0
+    }
+
+    @Test func theSequenceYieldsPostsInOrder_andCancellationEndsItsRelation() async {
+        let hub = NotificationHub()
+        let received = _Mutex<[Int]>([])
+        let started = Atomic<Bool>(false)
+        let consumer = Task {
+            var iterator = hub.notifications(named: .count).makeAsyncIterator()
+            started.store(true, ordering: .releasing)
+            while let notification = await iterator.next() {
+                received.withLock { $0.append(notification.payload) }
+            }
+        }
+        while !started.load(ordering: .acquiring) { await Task.yield() }
+        while relationCount(hub, .count) == 0 { await Task.yield() }
+        for value in 1...5 { hub.post(.count, payload: value) }
+        for _ in 0..<2_000 where received.withLock({ $0.count }) < 5 { try? await Task.sleep(for: .milliseconds(1)) }
+        #expect(received.withLock { $0 } == [1, 2, 3, 4, 5])
+        consumer.cancel()
+        await consumer.value
+        #expect(relationCount(hub, .count) == 0, "cancellation left the relation")
+    }
+
+    @Test func theSequenceFinishesWhenTheHubDies() async {
+        var hub: NotificationHub? = NotificationHub()
+        var iterator = hub!.notifications(named: .count).makeAsyncIterator()
+        hub!.post(.count, payload: 1)
+        hub = nil
+        #expect(await iterator.next()?.payload == 1)
+        #expect(await iterator.next() == nil)
+    }
+
+    @Test func aSenderFilteredSequence_yieldsOnlyItsSendersPosts_andADroppedIteratorEndsItsRelation() async {
+        let hub = NotificationHub()
+        let sender = Sender()
+        do {
+            var iterator = hub.notifications(named: .count, from: sender).makeAsyncIterator()
+            hub.post(.count, payload: 1, from: Sender())
+            hub.post(.count, payload: 2, from: sender)
+            #expect(await iterator.next()?.payload == 2)
+        }
+        let channel = hub.state.withLock { $0.channel(NotificationName<Int>.count.id, sender: sender) }
+        #expect(channel?.liveRelations().isEmpty ?? true, "a dropped iterator left its relation")
+    }
+}
+
 @MainActor
 @Suite("NotificationHub and actors")
 struct NotificationHubIsolationTests {
