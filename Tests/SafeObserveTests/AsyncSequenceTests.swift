@@ -19,15 +19,6 @@ private final class Node: SafeObservable {
     deinit { lifetime?.didDeinit() }
 }
 
-/// Waits (polling, with a deadline) until `condition` holds.
-private func eventually(_ condition: () -> Bool) async -> Bool {
-    for _ in 0..<2_000 {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return condition()
-}
-
 /// Changes as asynchronous sequences: `values` and `changes`.
 @Suite("Asynchronous sequences of changes")
 struct AsyncSequenceTests {

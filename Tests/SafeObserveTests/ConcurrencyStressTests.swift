@@ -128,7 +128,7 @@ struct ConcurrencyStressTests {
             let perListener = (0..<listenerCount).map { _ in StressAtomic() }
             var listeners: [StressListener] = []
             for index in 0..<listenerCount {
-                let done = StressFlag()
+                let done = Flag()
                 let listener =
                     index % 2 == 0
                     ? StressListener(lifetimes: listenerLifetimes, deinitDone: done)
@@ -355,9 +355,9 @@ struct ConcurrencyStressTests {
                 maxDelivered.storeMax(change.newValue!)
             }
             let started = StressAtomic()  // the change the emitter is about to make
-            let stop = StressFlag()
+            let stop = Flag()
             let limit = StressAtomic(-1)  // `started` once the second removal returned
-            let stillActive = StressFlag()
+            let stillActive = Flag()
             let mode = round % 3
             do {
                 let shared = UncheckedSendable((target, listener))
@@ -803,12 +803,6 @@ private final class StressAtomic: Sendable {
     }
 }
 
-private final class StressFlag: Sendable {
-    private let storage = Atomic<Bool>(false)
-    var isSet: Bool { storage.load(ordering: .acquiring) }
-    func set() { storage.store(true, ordering: .releasing) }
-}
-
 /// Deinit counters.
 
 private final class StressObject: SafeObservable {
@@ -835,9 +829,9 @@ private final class StressObject: SafeObservable {
 private class StressListener {
     let deinitStarted = Atomic<Bool>(false)
     private let lifetimes: LifetimeCounter?
-    private let deinitDone: StressFlag?
+    private let deinitDone: Flag?
 
-    init(lifetimes: LifetimeCounter? = nil, deinitDone: StressFlag? = nil) {
+    init(lifetimes: LifetimeCounter? = nil, deinitDone: Flag? = nil) {
         self.lifetimes = lifetimes
         self.deinitDone = deinitDone
         lifetimes?.didInit()

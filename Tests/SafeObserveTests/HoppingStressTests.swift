@@ -35,8 +35,8 @@ struct HoppingStressTests {
             var models = (0..<4).map { _ in HopModel(census: census) }
             var listeners: [HopListener] = (0..<4).map { _ in HopListener(census: census) }
             var actors: [HopActorListener] = (0..<2).map { _ in HopActorListener(census: census) }
-            var relations: [(token: ObservationToken, ended: EndedFlag)] = []
-            let stop = EndedFlag()
+            var relations: [(token: ObservationToken, ended: Flag)] = []
+            let stop = Flag()
 
             // Each model is changed by one task only, with increasing values.
             let writers = models.enumerated().map { index, model in
@@ -60,7 +60,7 @@ struct HoppingStressTests {
                     let model = models[random.next(models.count)]
                     let options: ObservationOptions = [[.new], [.old, .new, .coalesced], [.prior, .old, .new]][
                         random.next(3)]
-                    let ended = EndedFlag()
+                    let ended = Flag()
                     let capture = HopCapture(census: census)
                     let order = OrderCheck()
                     // Registration reads the property: synchronized with the writer.
@@ -115,16 +115,6 @@ struct HoppingStressTests {
     }
 }
 
-/// Waits, polling on the main actor, until `condition` holds.
-@MainActor
-private func eventually(_ condition: () -> Bool) async -> Bool {
-    for _ in 0..<2_000 {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return condition()
-}
-
 private final class HopCensus: Sendable {
     let lateDeliveries = Atomic<Int>(0)
     let deliveries = Atomic<Int>(0)
@@ -134,8 +124,8 @@ private final class HopCensus: Sendable {
     let captures = LifetimeCounter()
 }
 
+// @unchecked Sendable: `value` is changed and registered on only inside `gate`.
 private final class HopModel: SafeObservable, @unchecked Sendable {
-    // @unchecked Sendable: `value` is changed and registered on only inside `gate`.
     @Observed var value = 0
     /// Serializes the writer's changes with registrations (which read `value`).
     let gate = _Mutex(0)
@@ -197,13 +187,6 @@ private final class HopCapture: Sendable {
     }
 
     deinit { census.captures.didDeinit() }
-}
-
-/// Set on the main actor once a relation's `invalidate()` returned.
-private final class EndedFlag: Sendable {
-    private let flag = Atomic<Bool>(false)
-    var isSet: Bool { flag.load(ordering: .acquiring) }
-    func set() { flag.store(true, ordering: .releasing) }
 }
 
 /// Accepts only increasing values (a relation's handler runs on one actor).

@@ -49,24 +49,19 @@ private final class Payload: Sendable {}
 /// The task reaches the model weakly, so that once this returns it holds
 /// nothing (the task itself may take a moment longer to be released).
 private func changeElsewhere(_ model: SharedModel, _ body: @escaping @Sendable (SharedModel) -> Void) {
-    let done = Done()
+    let done = Flag()
     let box = WeakModel(model)
     Task.detached {
         if let model = box.model { body(model) }
-        done.flag.store(true, ordering: .releasing)
+        done.set()
     }
-    while !done.flag.load(ordering: .acquiring) { sched_yield() }
+    while !done.isSet { sched_yield() }
 }
 
+// @unchecked Sendable: written once, in init; weak loads are atomic.
 private final class WeakModel: @unchecked Sendable {
-    // @unchecked Sendable: written once, in init; weak loads are atomic.
     weak var model: SharedModel?
     init(_ model: SharedModel) { self.model = model }
-}
-
-private final class Done: Sendable {
-    let flag = Atomic<Bool>(false)
-    var isSet: Bool { flag.load(ordering: .acquiring) }
 }
 
 /// Lets the main actor run what is queued on it: yields, then waits for a
@@ -76,16 +71,6 @@ private func settleMainActor() async {
     for _ in 0..<20 { await Task.yield() }
     await Task.detached { await MainActor.run {} }.value
     for _ in 0..<20 { await Task.yield() }
-}
-
-/// Waits, polling on the main actor, until `condition` holds.
-@MainActor
-private func eventually(_ condition: () -> Bool) async -> Bool {
-    for _ in 0..<2_000 {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return condition()
 }
 
 @MainActor
@@ -185,10 +170,10 @@ struct IsolatedHandlerTests {
         var payload: Payload? = Payload()
         weak var weakPayload: Payload?
         weakPayload = payload
-        let calls = Done()
+        let calls = Flag()
         model.safeObserve(\.count, by: view!) { [payload] _, _, _ in
             _ = payload
-            calls.flag.store(true, ordering: .relaxed)
+            calls.set()
         }
         payload = nil
         changeElsewhere(model) { $0.count = 1 }
@@ -462,10 +447,10 @@ struct IsolatedHandlerTests {
         let model = SharedModel()
         let result = await Task.detached { () -> Bool in
             let listener = Listener()
-            let ranOnThisThread = Done()
+            let ranOnThisThread = Flag()
             let thread = pthread_self()
             model.safeObserve(\.count, by: listener) { _, _, _ in
-                if pthread_self() == thread { ranOnThisThread.flag.store(true, ordering: .relaxed) }
+                if pthread_self() == thread { ranOnThisThread.set() }
             }
             model.count = 1
             return ranOnThisThread.isSet

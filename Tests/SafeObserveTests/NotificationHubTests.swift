@@ -40,7 +40,7 @@ private final class LookAlike: CustomStringConvertible, @unchecked Sendable {
     var description: String { "LookAlike" }
 }
 
-private final class Sender: @unchecked Sendable {
+private final class Sender: Sendable {
     let lifetime: LifetimeCounter?
     init(lifetime: LifetimeCounter? = nil) {
         self.lifetime = lifetime

@@ -38,8 +38,8 @@ final class SharedSafeModel: SafeObservable, @unchecked Sendable {
 
 /// The same model with the Observation module.
 @Observable
+// @unchecked Sendable: one task changes it; the consumer only reads it.
 final class SharedObservableModel: @unchecked Sendable {
-    // @unchecked Sendable: one task changes it; the consumer only reads it.
     var value = 0
 }
 

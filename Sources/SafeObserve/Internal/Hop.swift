@@ -14,12 +14,11 @@ import Synchronization
 /// not keep it alive. Neither the hop nor a job keeps the listener, the object or the
 /// actor alive: they are reached through liveness-probed references.
 @usableFromInline
+// @unchecked Sendable: `handler` is called only on the hop's actor (the
+// caller checks `isOnActorAfterQueued()`, or is the job scheduled on it);
+// `state` is reached only under its lock; everything else is immutable or
+// atomic.
 final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendable {
-    // @unchecked Sendable: `handler` is called only on `actor` (the caller
-    // checks `isOnActorAfterQueued()`, or is the job scheduled on it);
-    // `state` is reached only under its lock; everything else is immutable
-    // or atomic.
-    //
     // The generic paths are inlinable, so that they are specialized where
     // the relation is registered: unspecialized, each would look up the
     // metadata of the queue's types at every change.

@@ -141,9 +141,9 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
 
     /// A reference to an object that never keeps it alive.
     @usableFromInline
+    // @unchecked Sendable: a weak reference is safe to load from any thread,
+    // and `address` is immutable.
     struct _UnretainedReference: @unchecked Sendable {
-        // @unchecked Sendable: a weak reference is safe to load from any thread,
-        // and `address` is immutable.
         private weak var object: AnyObject?
         /// The object's address, for identity only: unique only while the
         /// object is alive (a weak reference does not keep the allocation).
@@ -244,9 +244,9 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
     /// move the object's reference counts into a side table for the rest of its
     /// life, slowing every retain of it.
     @usableFromInline
+    // @unchecked Sendable: both fields are immutable; the object is only
+    // reached through the runtime's atomic probes.
     struct _UnretainedReference: @unchecked Sendable {
-        // @unchecked Sendable: both fields are immutable; the object is only
-        // reached through the runtime's atomic probes.
 
         /// Keeps the allocation (never read: reading an unowned reference to a
         /// dead object traps). Also: no new object can take this address.

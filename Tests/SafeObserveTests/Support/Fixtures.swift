@@ -22,6 +22,23 @@ func settles(within seconds: Double = 5, _ condition: () -> Bool) -> Bool {
     return true
 }
 
+/// Waits (polling, with a deadline) until `condition` holds, and returns it;
+/// the condition is evaluated in the caller's isolation.
+func eventually(isolation: isolated (any Actor)? = #isolation, _ condition: () -> Bool) async -> Bool {
+    for _ in 0..<2_000 {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return condition()
+}
+
+/// A flag set once, from any thread.
+final class Flag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+    func set() { flag.store(true, ordering: .releasing) }
+}
+
 /// Inside an exit test's process: reports a failed check on standard output,
 /// which the parent test expects to be empty (a failed exit test returns no
 /// output, so a crash would lose the message).
