@@ -207,6 +207,55 @@ do {
     check(!token.isActive, "the object's death ends a relation with unknown option bits")
 }
 
+// MARK: - Notifications
+
+extension NotificationName where Payload == Int {
+    static let unread = NotificationName("unread")
+}
+
+do {
+    let hub = NotificationHub()
+    let deaths = Deaths()
+    var label: Label? = Label(deaths: deaths)
+    hub.observe(.unread, by: label!) { label, notification in label.text = "\(notification.payload)" }
+    hub.post(.unread, payload: 3)
+    check(label!.text == "3", "a typed post reaches its observer")
+    var sender: Owner? = Owner()
+    let filtered = Label()
+    hub.observe(.unread, from: sender!, by: filtered) { label, notification in label.text = "\(notification.payload)" }
+    sender = nil
+    hub.post(.unread, payload: 4, from: Owner())
+    check(filtered.text.isEmpty, "a dead sender's filter matches nothing")
+    label = nil
+    hub.post(.unread, payload: 5)
+    check(deaths.count == 1, "a listener observing notifications dies when released")
+}
+
+// MARK: - Isolation
+
+/// A main-actor listener, not Sendable.
+@MainActor
+final class MainView {
+    var values: [Int] = []
+}
+
+// @unchecked Sendable: changed by one task at a time.
+final class SharedCounter: SafeObservable, @unchecked Sendable {
+    @Observed var count = 0
+}
+
+do {
+    // Registered from the main actor (this file's top level): delivered on it.
+    let shared = SharedCounter()
+    let view = MainView()
+    shared.safeObserve(\.count, by: view) { view, _, change in view.values.append(change.newValue!) }
+    shared.count = 1
+    check(view.values == [1], "a change made on the main actor is delivered synchronously")
+    await Task.detached { shared.count = 2 }.value
+    for _ in 0..<2_000 where view.values.count < 2 { try? await Task.sleep(for: .milliseconds(1)) }
+    check(view.values == [1, 2], "a change made elsewhere reaches a main-actor handler on the main actor")
+}
+
 if failures.isEmpty {
     print("consumer smoke: \(passed) passed, 0 failed")
 } else {
