@@ -174,7 +174,7 @@ public final class NotificationHub: Sendable {
         nonisolated(unsafe) let handler = handler
         if let isolation {
             let actorHop = _Hop<Listener, AnyObject, Value>(
-                actor: isolation, root: sender ?? self, coalesces: false
+                actor: isolation, root: sender ?? self, options: .new
             ) { listener, _, change in handler(listener, change.newValue.unsafelyUnwrapped) }
             hop = actorHop
             deliver = { listener, root, notification, _ in

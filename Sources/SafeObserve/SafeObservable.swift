@@ -102,10 +102,9 @@ extension SafeObservable {
         let hop: _Hop<Listener, Self, Value>?
         let deliver: _Deliver
         if let isolation {
-            let actorHop = _Hop(
-                actor: isolation, root: self, coalesces: options.contains(.coalesced), handler: changeHandler)
+            let actorHop = _Hop(actor: isolation, root: self, options: options, handler: changeHandler)
             hop = actorHop
-            deliver = _makeDeliver(options, hopping: actorHop)
+            deliver = _makeDeliver(hopping: actorHop)
         } else {
             hop = nil
             deliver = _makeDeliver(options, unisolated: changeHandler)
@@ -169,10 +168,10 @@ extension SafeObservable {
         // handler only on `listener`'s executor.
         let handler = unsafeBitCast(
             changeHandler, to: (@Sendable (Listener, Self, ObservedChange<Value>) -> Void).self)
-        let hop = _Hop(actor: listener, root: self, coalesces: options.contains(.coalesced), handler: handler)
+        let hop = _Hop(actor: listener, root: self, options: options, handler: handler)
         let (token, deliversInitial) = _register(
             keyPath, by: listener, listenerType: Listener.self, options: options,
-            deliver: _makeDeliver(options, hopping: hop))
+            deliver: _makeDeliver(hopping: hop))
         hop.attach(token)
         if deliversInitial {
             let initial = ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true)
@@ -283,20 +282,11 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
 }
 
 /// Wraps the handler of an isolated registration, which `hop` holds: called
-/// directly on its actor, queued on `hop` from anywhere else.
+/// directly on its actor, queued on `hop` from anywhere else. The thunk
+/// captures the hop alone, which is then its context, with no forwarder.
 @inlinable
-func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
-    _ options: ObservationOptions, hopping hop: _Hop<Listener, Root, Value>
-) -> _Deliver {
-    { listener, root, change, phase in
-        if hop.isOnActorAfterQueued() {
-            hop.handler(
-                unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self),
-                _observedChange(options, change, phase, Value.self))
-        } else {
-            hop.enqueue(_observedChange(options, change, phase, Value.self))
-        }
-    }
+func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(hopping hop: _Hop<Listener, Root, Value>) -> _Deliver {
+    { listener, root, change, phase in hop.deliver(listener, root, change, phase) }
 }
 
 /// A delivery thunk for a handler that needs neither the listener nor the

@@ -116,6 +116,18 @@ public final class MainActorModel: SafeObservable {
     public init() {}
 }
 
+/// Notify 1 with a handler registered from the main actor, told about a
+/// change made on the main actor. (A model type of its own: with
+/// `SafeModel`'s, the optimizer merges this loop with the nonisolated row's.)
+@MainActor
+func measureMainActorNotify(_ n: Int) {
+    let model = MainActorModel()
+    let sink = Sink()
+    model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+    measure(n) { n in for i in 0..<n { model.value = i } }
+    blackHole(sink)
+}
+
 /// A subclass: `\SubModel.value` is `OpenModel.value` spelled from it.
 public final class SubModel: OpenModel {}
 
@@ -435,15 +447,7 @@ public enum Scenarios {
             operation: "notify 1 observer", peer: "SafeObserve, main-actor handler, same actor",
             operationsPerIteration: 1
         ) { n in
-            MainActor.assumeIsolated {
-                // A model type of its own: with `SafeModel`'s, the optimizer
-                // merges this loop with the nonisolated row's.
-                let model = MainActorModel()
-                let sink = Sink()
-                model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
-                measure(n) { n in for i in 0..<n { model.value = i } }
-                blackHole(sink)
-            }
+            MainActor.assumeIsolated { measureMainActorNotify(n) }
         },
         Scenario(operation: "notify 1 observer", peer: "SafeObserve, SafeObserver listener", operationsPerIteration: 1)
         {

@@ -79,15 +79,20 @@ static inline bool csafeobserve_isCurrentExecutor(void *_Nullable identity, uint
     return csafeobserve_isCurrentExecutorByIdentity(identity);
 }
 
-/// `AsyncTask *swift_task_getCurrent(void)`: the task running on this thread,
-/// or NULL (what `withUnsafeCurrentTask` asks; no arguments, one pointer
-/// returned, so `swiftcall` and C agree).
-__attribute__((swiftcall)) void *_Nullable csafeobserve_currentTask(void) CSAFEOBSERVE_SYMBOL(swift_task_getCurrent);
+#if defined(__linux__)
+/// 1 on the main thread, set by the library's constructor when it runs there
+/// (at process start, unless the library is `dlopen`ed from another thread);
+/// 0 elsewhere. Initial-exec TLS: one load, no call.
+extern __thread unsigned char csafeobserve_onMainThread __attribute__((tls_model("initial-exec")));
 
-/// Whether the calling thread is the process's main thread and runs no task:
-/// then, and only then outside tasks, it is on the main actor (what the
-/// runtime concludes too, at a higher cost). `false` where unknown.
-bool csafeobserve_isMainThreadOutsideTasks(void);
+/// Whether the calling thread is the process's main thread, which is where
+/// the main actor's jobs run, and only they. `false` where unknown.
+static inline bool csafeobserve_isMainThread(void) { return csafeobserve_onMainThread != 0; }
+#else
+/// Whether the calling thread is the process's main thread, which is where
+/// the main actor's jobs run, and only they. `false` where unknown.
+bool csafeobserve_isMainThread(void);
+#endif
 
 #if defined(__APPLE__)
 /// Whether instances of `cls` use Swift's native reference counting (not

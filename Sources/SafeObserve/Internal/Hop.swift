@@ -34,6 +34,11 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
     /// Whether the actor is the main actor.
     @usableFromInline let isMainActor: Bool
     @usableFromInline let coalesces: Bool
+    /// The relation's options (what the thunk hands the handler of a change).
+    @usableFromInline let options: ObservationOptions
+    /// Whether the relation receives the new value alone (the usual case,
+    /// built without testing each option).
+    @usableFromInline let receivesNewValueOnly: Bool
     @usableFromInline let root: _UnretainedReference
     /// Keeps the actor's allocation (so `executor` never names another
     /// actor), never the actor itself.
@@ -43,12 +48,14 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
     /// A hop to `actor` for a relation on `root`.
     @usableFromInline
     init(
-        actor: any Actor, root: Root, coalesces: Bool,
+        actor: any Actor, root: Root, options: ObservationOptions,
         handler: @escaping (Listener, Root, ObservedChange<Value>) -> Void
     ) {
         executor = actor.unownedExecutor
         self.handler = handler
-        self.coalesces = coalesces
+        self.options = options
+        receivesNewValueOnly = options.intersection([.new, .old, .prior]) == .new
+        coalesces = options.contains(.coalesced)
         self.root = _UnretainedReference(root)
         actorReference = _UnretainedReference(actor)
         isMainActor = actor === MainActor.shared
@@ -72,8 +79,42 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
     @inlinable
     func isOnActorAfterQueued() -> Bool {
         guard _isCurrentExecutor(executor, isMainActor: isMainActor) else { return false }
-        if hasPending.load(ordering: .acquiring) { deliverQueued(endingJob: false) }
+        if hasPending.load(ordering: .acquiring) { deliverQueuedFirst() }
         return true
+    }
+
+    /// Delivers what is queued before a same-actor change (out of line, so
+    /// that the same-actor path stays small).
+    @inlinable @inline(never)
+    func deliverQueuedFirst() {
+        deliverQueued(endingJob: false)
+    }
+
+    /// Delivers what the relation receives of the change `change` points
+    /// to, synchronously on the actor or queued from elsewhere: the thunk of
+    /// a key-path relation.
+    @inlinable
+    func deliver(_ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase) {
+        guard isOnActorAfterQueued() else { return enqueue(change, phase) }
+        // unsafeDowncast: the relation's listener and object are the ones
+        // this hop was made for.
+        let observedChange =
+            if receivesNewValueOnly {
+                // `.prior` is not among the options, so this is a change.
+                ObservedChange(
+                    newValue: change.assumingMemoryBound(to: ObservedChange<Value>.self).pointee.newValue, oldValue: nil
+                )
+            } else {
+                _observedChange(options, change, phase, Value.self)
+            }
+        handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), observedChange)
+    }
+
+    /// Queues what the relation receives of the change `change` points to
+    /// (out of line, as above).
+    @inlinable @inline(never)
+    func enqueue(_ change: UnsafeRawPointer, _ phase: _Phase) {
+        enqueue(_observedChange(options, change, phase, Value.self))
     }
 
     /// Queues `change` and, if no job is scheduled, schedules one.
