@@ -1,6 +1,7 @@
 // NotificationsDemo — a notification center whose observers remove
 // themselves: typed names, sender filters that never outlive the sender,
-// observers of every name, and subscriptions that end when released.
+// observers of every name, subscriptions that end when released, and a
+// queue that merges a burst into one notification.
 //
 //   swift run NotificationsDemo
 
@@ -79,4 +80,21 @@ func demo() {
     _ = subscription
 }
 
+@MainActor
+func queueDemo() async {
+    print("6. A queue merges a burst into one notification, posted after this job")
+    let hub = NotificationHub()
+    let queue = NotificationHub.Queue(hub: hub)  // posts from the main actor
+    let badge = Badge("queued")
+    hub.observe(.unreadCountChanged, by: badge) { badge, notification in
+        badge.count = notification.payload
+        print("   posted once, with the latest count: \(notification.payload)")
+    }
+    let inbox = Inbox("batch")
+    for count in 1...5 { queue.enqueue(.unreadCountChanged, payload: count, from: inbox, postingStyle: .asap) }
+    print("   enqueued 5 notifications; posted so far: \(badge.count)")
+    await Task { @MainActor in }.value  // the queue's job runs first
+}
+
 demo()
+await queueDemo()

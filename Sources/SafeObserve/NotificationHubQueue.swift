@@ -1,0 +1,377 @@
+import Synchronization
+
+extension NotificationHub {
+    /// Holds notifications back and posts them later, on an actor, merging
+    /// similar ones: Foundation's `NotificationQueue`, defined for Swift
+    /// concurrency.
+    ///
+    /// ```swift
+    /// let queue = NotificationHub.Queue.main
+    /// for message in batch {
+    ///     inbox.add(message)
+    ///     // Posted once, after this job, with the last count.
+    ///     queue.enqueue(.unreadCountChanged, payload: inbox.unread, from: inbox, postingStyle: .asap)
+    /// }
+    /// ```
+    ///
+    /// A queue posts to its hub from its actor, in the order notifications
+    /// were enqueued (``PostingStyle/asap`` ones before ``PostingStyle/whenIdle``
+    /// ones). Observers registered from another actor then receive them on
+    /// their own, as for any post.
+    ///
+    /// A queued notification holds its sender by identity, without keeping
+    /// it alive: if the sender dies before the notification is posted, it is
+    /// dropped. The queue holds its hub and its actor.
+    public final class Queue: Sendable {
+        /// When an enqueued notification is posted.
+        ///
+        /// ```swift
+        /// queue.enqueue(.didSync, postingStyle: .whenIdle)
+        /// ```
+        public enum PostingStyle: Sendable, Hashable {
+            /// Before `enqueue` returns, on the calling thread (after
+            /// removing the queued notifications it coalesces with).
+            case now
+            /// By one job on the queue's actor, scheduled when the first such
+            /// notification is enqueued: after the actor's current job, and
+            /// after the jobs enqueued on it before. The job posts every
+            /// `asap` notification enqueued until it runs, in order.
+            case asap
+            /// When the actor has caught up: by a background-priority job on
+            /// the actor that first posts what is queued `asap`, then yields
+            /// once (so that the jobs enqueued on the actor before it run
+            /// first), then posts every `whenIdle` notification, in order.
+            /// Swift concurrency has no idle signal, so this is the
+            /// definition: later than `asap`, never before the actor's
+            /// pending work.
+            case whenIdle
+        }
+
+        /// Which queued notifications an enqueued one merges with.
+        ///
+        /// ```swift
+        /// queue.enqueue(.unreadCountChanged, payload: 3, postingStyle: .asap, coalescing: .onName)
+        /// ```
+        ///
+        /// The new notification takes the place of the first queued one it
+        /// matches (observers see one notification, the latest, when the
+        /// first would have been posted); an `asap` notification that
+        /// matches a `whenIdle` one replaces it at the end of the `asap`
+        /// notifications instead, so as not to wait. A `now` notification
+        /// removes every queued one it matches, and is posted at once.
+        public struct Coalescing: OptionSet, Sendable, Hashable {
+            /// The option bits.
+            ///
+            /// ```swift
+            /// let both = NotificationHub.Queue.Coalescing(rawValue: 3)   // [.onName, .onSender]
+            /// ```
+            public let rawValue: UInt8
+
+            /// Creates a set of options from their bits.
+            ///
+            /// ```swift
+            /// let onName = NotificationHub.Queue.Coalescing(rawValue: 1)
+            /// ```
+            public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+            /// Notifications of the same name match.
+            ///
+            /// ```swift
+            /// queue.enqueue(.didSync, postingStyle: .asap, coalescing: .onName)
+            /// ```
+            public static let onName = Coalescing(rawValue: 1 << 0)
+            /// Notifications from the same sender (or both from none) match.
+            ///
+            /// ```swift
+            /// queue.enqueue(.didSync, from: store, postingStyle: .asap, coalescing: [.onName, .onSender])
+            /// ```
+            public static let onSender = Coalescing(rawValue: 1 << 1)
+        }
+
+        /// A queue posting to the default hub from the main actor.
+        ///
+        /// ```swift
+        /// NotificationHub.Queue.main.enqueue(.didSync, postingStyle: .asap)
+        /// ```
+        public static let main = Queue()
+
+        /// The hub the queue posts to.
+        ///
+        /// ```swift
+        /// assert(queue.hub === NotificationHub.default)
+        /// ```
+        public let hub: NotificationHub
+        /// The actor the queue posts from.
+        let actor: any Actor
+        let isMainActor: Bool
+        let state = _Mutex(State())
+
+        /// Creates a queue that posts to `hub` from `actor`.
+        ///
+        /// ```swift
+        /// let queue = NotificationHub.Queue(hub: hub, actor: syncActor)
+        /// ```
+        ///
+        /// - Parameters:
+        ///   - hub: Where notifications are posted; the default hub by default.
+        ///   - actor: Where `asap` and `whenIdle` notifications are posted
+        ///     from; the main actor by default.
+        public init(hub: NotificationHub = .default, actor: any Actor = MainActor.shared) {
+            self.hub = hub
+            self.actor = actor
+            isMainActor = actor === MainActor.shared
+        }
+
+        /// The number of notifications waiting to be posted.
+        ///
+        /// ```swift
+        /// queue.enqueue(.didSync, postingStyle: .asap)
+        /// assert(queue.count == 1)
+        /// ```
+        public var count: Int { state.withLock { $0.asap.count + $0.idle.count } }
+
+        /// Enqueues a notification, to be posted as `postingStyle` says,
+        /// merged with the queued notifications `coalescing` matches.
+        ///
+        /// ```swift
+        /// queue.enqueue(.unreadCountChanged, payload: 3, from: inbox, postingStyle: .asap)
+        /// ```
+        ///
+        /// - Parameters:
+        ///   - name: The notification's name.
+        ///   - payload: What it carries.
+        ///   - sender: The object posting it, if any; never retained.
+        ///   - postingStyle: When it is posted.
+        ///   - coalescing: Which queued notifications it merges with; by
+        ///     name and sender by default, as Foundation's `NotificationQueue`.
+        public func enqueue<Payload>(
+            _ name: NotificationName<Payload>, payload: Payload, from sender: AnyObject? = nil,
+            postingStyle: PostingStyle, coalescing: Coalescing = [.onName, .onSender]
+        ) {
+            let hub = hub
+            let entry = Entry(nameID: name.id, sender: sender.map(_UnretainedReference.init)) { sender in
+                hub.post(name, payload: payload, from: sender)
+            }
+            let outcome = state.withLock {
+                $0.enqueue(entry, from: sender, style: postingStyle, coalescing: coalescing)
+            }
+            _ = outcome.released  // released unlocked: a payload's deinit may be user code
+            if outcome.postsNow { hub.post(name, payload: payload, from: sender) }
+            if let style = outcome.schedules { schedule(style) }
+        }
+
+        /// Enqueues a notification whose payload is `()`.
+        ///
+        /// ```swift
+        /// queue.enqueue(.didSync, from: store, postingStyle: .whenIdle)
+        /// ```
+        public func enqueue(
+            _ name: NotificationName<Void>, from sender: AnyObject? = nil,
+            postingStyle: PostingStyle, coalescing: Coalescing = [.onName, .onSender]
+        ) {
+            enqueue(name, payload: (), from: sender, postingStyle: postingStyle, coalescing: coalescing)
+        }
+
+        /// Removes the queued notifications that match `name` and `sender`
+        /// as `coalescing` says, without posting them.
+        ///
+        /// ```swift
+        /// queue.dequeue(.didSync, from: store)
+        /// ```
+        ///
+        /// - Parameters:
+        ///   - name: The name to match.
+        ///   - sender: The sender to match (`nil`: notifications with none).
+        ///   - coalescing: What must match; name and sender by default.
+        public func dequeue<Payload>(
+            _ name: NotificationName<Payload>, from sender: AnyObject? = nil,
+            coalescing: Coalescing = [.onName, .onSender]
+        ) {
+            let removed = state.withLock { $0.removeAll(matching: name.id, sender: sender, coalescing: coalescing) }
+            _ = removed  // released unlocked
+        }
+
+        // MARK: Jobs
+
+        /// Schedules the job that posts what is queued with `style`. The job
+        /// holds the queue weakly: a queue that dies drops what it held.
+        private func schedule(_ style: PostingStyle) {
+            let priority: TaskPriority? = style == .whenIdle ? .background : nil
+            if isMainActor {
+                Task(priority: priority) { @MainActor [weak self] in
+                    await self?.run(style)
+                }
+            } else {
+                let actor = actor
+                Task(priority: priority) { [weak self] in
+                    await Self.run(self, style, on: actor)
+                }
+            }
+        }
+
+        private static func run(_ queue: Queue?, _ style: PostingStyle, on actor: isolated any Actor) async {
+            await queue?.run(style)
+        }
+
+        /// Posts what is queued with `style` (for `whenIdle`: `asap` first,
+        /// then one yield). Runs on the queue's actor.
+        private func run(_ style: PostingStyle, isolation: isolated (any Actor)? = #isolation) async {
+            if style == .whenIdle {
+                post(.asap)
+                await Task.yield()
+            }
+            post(style)
+        }
+
+        /// Posts the notifications queued with `style`, one at a time, in
+        /// order (a handler may enqueue more: those queued before the list
+        /// is empty are posted by this job too), then ends the job.
+        private func post(_ style: PostingStyle) {
+            while let entry = state.withLock({ $0.next(style) }) {
+                guard let sender = entry.sender else {
+                    entry.post(nil)
+                    continue
+                }
+                // A notification from a sender that died is dropped.
+                if let sender = sender.load() { entry.post(sender) }
+            }
+        }
+
+        // MARK: State machine
+
+        /// A queued notification.
+        struct Entry: Sendable {
+            let nameID: Int
+            let sender: _UnretainedReference?
+            /// Posts the notification, from the sender if it has one.
+            let post: @Sendable (AnyObject?) -> Void
+
+            init(nameID: Int, sender: _UnretainedReference?, post: @escaping @Sendable (AnyObject?) -> Void) {
+                self.nameID = nameID
+                self.sender = sender
+                self.post = post
+            }
+
+            /// Whether this entry matches (`nameID`, `sender`, which the
+            /// caller holds) as
+            /// `coalescing` says (an empty `coalescing` matches nothing).
+            func matches(_ nameID: Int, _ sender: AnyObject?, _ coalescing: Coalescing) -> Bool {
+                guard !coalescing.isEmpty else { return false }
+                if coalescing.contains(.onName), self.nameID != nameID { return false }
+                if coalescing.contains(.onSender) {
+                    switch (self.sender, sender) {
+                    case (nil, nil): break
+                    case (let queued?, let sender?):
+                        // The address first; then not a dead sender's at a reused address.
+                        guard queued.address == Unmanaged.passUnretained(sender).toOpaque(), queued.refers(to: sender)
+                        else { return false }
+                    default: return false
+                    }
+                }
+                return true
+            }
+        }
+
+        /// The queued notifications and whether a job will post them. Its
+        /// transitions never release a value under the lock: what they
+        /// replace or remove is returned.
+        struct State {
+            var asap: [Entry] = []
+            var idle: [Entry] = []
+            var asapScheduled = false
+            var idleScheduled = false
+
+            /// What to do after unlocking, once an entry was enqueued.
+            struct EnqueueOutcome {
+                /// Entries removed or replaced, to release.
+                var released: [Entry] = []
+                /// Post the notification now.
+                var postsNow = false
+                /// Schedule the job for this style.
+                var schedules: PostingStyle?
+            }
+
+            /// Enqueues `entry` (from `sender`, which the caller holds).
+            ///
+            /// A queued entry that matches is replaced by `entry`, in its
+            /// place, except that an `asap` entry matching a `whenIdle`
+            /// one replaces it at the end of the `asap` list (it must not
+            /// wait for idle); a `now` entry removes every match.
+            mutating func enqueue(
+                _ entry: Entry, from sender: AnyObject?, style: PostingStyle, coalescing: Coalescing
+            ) -> EnqueueOutcome {
+                var outcome = EnqueueOutcome()
+                let matches = { (queued: Entry) in queued.matches(entry.nameID, sender, coalescing) }
+                switch style {
+                case .now:
+                    outcome.released = removeAll(matching: entry.nameID, sender: sender, coalescing: coalescing)
+                    outcome.postsNow = true
+                    return outcome
+                case .asap:
+                    if let index = asap.firstIndex(where: matches) {
+                        outcome.released = [asap[index]]
+                        asap[index] = entry
+                        return outcome
+                    }
+                    if let index = idle.firstIndex(where: matches) { outcome.released = [idle.remove(at: index)] }
+                    asap.append(entry)
+                    if !asapScheduled {
+                        asapScheduled = true
+                        outcome.schedules = .asap
+                    }
+                    return outcome
+                case .whenIdle:
+                    if let index = asap.firstIndex(where: matches) {
+                        outcome.released = [asap[index]]
+                        asap[index] = entry
+                        return outcome
+                    }
+                    if let index = idle.firstIndex(where: matches) {
+                        outcome.released = [idle[index]]
+                        idle[index] = entry
+                        return outcome
+                    }
+                    idle.append(entry)
+                    if !idleScheduled {
+                        idleScheduled = true
+                        outcome.schedules = .whenIdle
+                    }
+                    return outcome
+                }
+            }
+
+            /// Removes and returns the queued notifications matching.
+            mutating func removeAll(matching nameID: Int, sender: AnyObject?, coalescing: Coalescing) -> [Entry] {
+                var removed: [Entry] = []
+                for index in asap.indices.reversed() where asap[index].matches(nameID, sender, coalescing) {
+                    removed.append(asap.remove(at: index))
+                }
+                for index in idle.indices.reversed() where idle[index].matches(nameID, sender, coalescing) {
+                    removed.append(idle.remove(at: index))
+                }
+                return removed
+            }
+
+            /// The next notification queued with `style`; `nil` when there
+            /// is none, which ends that style's job.
+            mutating func next(_ style: PostingStyle) -> Entry? {
+                switch style {
+                case .now:
+                    return nil
+                case .asap:
+                    guard !asap.isEmpty else {
+                        asapScheduled = false
+                        return nil
+                    }
+                    return asap.removeFirst()
+                case .whenIdle:
+                    guard !idle.isEmpty else {
+                        idleScheduled = false
+                        return nil
+                    }
+                    return idle.removeFirst()
+                }
+            }
+        }
+    }
+}

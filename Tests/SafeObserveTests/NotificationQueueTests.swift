@@ -1,0 +1,304 @@
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+extension NotificationName where Payload == Int {
+    fileprivate static let level = NotificationName("queue.level")
+    fileprivate static let other = NotificationName("queue.other")
+}
+
+extension NotificationName where Payload == Void {
+    fileprivate static let tick = NotificationName("queue.tick")
+}
+
+/// Records "name:payload@sender" for each notification it receives.
+private final class Log: @unchecked Sendable {
+    // @unchecked Sendable: `entries` is only touched under its lock.
+    private let storage = _Mutex<[String]>([])
+    var entries: [String] { storage.withLock { $0 } }
+    func append(_ entry: String) { storage.withLock { $0.append(entry) } }
+}
+
+private final class Source: Sendable {
+    let name: String
+    let lifetime: LifetimeCounter?
+    init(_ name: String, lifetime: LifetimeCounter? = nil) {
+        self.name = name
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+    deinit { lifetime?.didDeinit() }
+}
+
+private final class Box: Sendable {
+    let value: Int
+    let lifetime: LifetimeCounter
+    init(_ value: Int, lifetime: LifetimeCounter) {
+        self.value = value
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+    deinit { lifetime.didDeinit() }
+}
+
+extension NotificationName where Payload == Box {
+    fileprivate static let boxed = NotificationName("queue.boxed")
+}
+
+/// Observes `.level`, `.other` and `.tick` on `hub` for `log`, on the
+/// posting thread.
+private func record(_ hub: NotificationHub, into log: Log) {
+    func describe(_ sender: AnyObject?) -> String { (sender as? Source)?.name ?? "-" }
+    hub.observe(.level, by: log, isolation: nil) { log, n in log.append("level:\(n.payload)@\(describe(n.sender))") }
+    hub.observe(.other, by: log, isolation: nil) { log, n in log.append("other:\(n.payload)@\(describe(n.sender))") }
+    hub.observe(.tick, by: log, isolation: nil) { log, n in log.append("tick@\(describe(n.sender))") }
+}
+
+/// Returns once the main actor ran the jobs enqueued on it before this call
+/// (and those they enqueue at the back, `rounds` times over).
+@MainActor
+private func drainMainActor(rounds: Int = 2) async {
+    for _ in 0..<rounds { await Task { @MainActor in }.value }
+}
+
+@Suite("Notification queue")
+@MainActor
+struct NotificationQueueTests {
+    @Test func asapPostsAfterTheCurrentJob_onceWithTheLatestPayload() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        let source = Source("a")
+        for level in 1...3 { queue.enqueue(.level, payload: level, from: source, postingStyle: .asap) }
+        #expect(log.entries.isEmpty, "asap is never synchronous")
+        #expect(queue.count == 1)
+        await drainMainActor()
+        #expect(log.entries == ["level:3@a"])
+        #expect(queue.count == 0)
+    }
+
+    @Test func withoutCoalescing_everyNotificationIsPostedInOrder() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        for level in 1...3 { queue.enqueue(.level, payload: level, postingStyle: .asap, coalescing: []) }
+        queue.enqueue(.tick, postingStyle: .asap, coalescing: [])
+        await drainMainActor()
+        #expect(log.entries == ["level:1@-", "level:2@-", "level:3@-", "tick@-"])
+    }
+
+    @Test func coalescingOnName_mergesAcrossSenders_keepingTheFirstPlace() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        let a = Source("a")
+        let b = Source("b")
+        queue.enqueue(.level, payload: 1, from: a, postingStyle: .asap, coalescing: .onName)
+        queue.enqueue(.tick, postingStyle: .asap, coalescing: .onName)
+        queue.enqueue(.level, payload: 2, from: b, postingStyle: .asap, coalescing: .onName)
+        await drainMainActor()
+        #expect(log.entries == ["level:2@b", "tick@-"])
+    }
+
+    @Test func coalescingOnSender_mergesAcrossNamesOfTheSamePayload() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        let a = Source("a")
+        let b = Source("b")
+        queue.enqueue(.level, payload: 1, from: a, postingStyle: .asap, coalescing: .onSender)
+        queue.enqueue(.level, payload: 2, from: b, postingStyle: .asap, coalescing: .onSender)
+        queue.enqueue(.other, payload: 3, from: a, postingStyle: .asap, coalescing: .onSender)
+        await drainMainActor()
+        #expect(log.entries == ["other:3@a", "level:2@b"])
+    }
+
+    @Test func coalescingOnNameAndSender_keepsDifferentSendersApart() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        let a = Source("a")
+        let b = Source("b")
+        queue.enqueue(.level, payload: 1, from: a, postingStyle: .asap)
+        queue.enqueue(.level, payload: 2, from: b, postingStyle: .asap)
+        queue.enqueue(.level, payload: 3, from: a, postingStyle: .asap)
+        queue.enqueue(.level, payload: 4, postingStyle: .asap)
+        await drainMainActor()
+        #expect(log.entries == ["level:3@a", "level:2@b", "level:4@-"])
+    }
+
+    @Test func now_postsBeforeReturning_andRemovesTheQueuedOnesItMatches() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        queue.enqueue(.level, payload: 1, postingStyle: .asap)
+        queue.enqueue(.level, payload: 2, postingStyle: .whenIdle, coalescing: [])
+        queue.enqueue(.tick, postingStyle: .asap)
+        queue.enqueue(.level, payload: 3, postingStyle: .now)
+        #expect(log.entries == ["level:3@-"])
+        #expect(queue.count == 1)
+        await drainMainActor(rounds: 3)
+        #expect(log.entries == ["level:3@-", "tick@-"])
+    }
+
+    @Test func whenIdle_postsAfterAsap_andAfterTheJobsAlreadyEnqueued() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        queue.enqueue(.level, payload: 1, postingStyle: .whenIdle)
+        queue.enqueue(.tick, postingStyle: .asap)
+        Task { @MainActor in log.append("job") }
+        // A task with a priority may reach the main actor through the global
+        // executor, so the idle job's arrival is not ordered with `job`'s;
+        // its post is, by its yield.
+        #expect(await eventually { log.entries.count == 3 })
+        #expect(log.entries == ["tick@-", "job", "level:1@-"])
+    }
+
+    @Test func anAsapNotificationMatchingAnIdleOne_replacesItWithoutWaiting() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        queue.enqueue(.level, payload: 1, postingStyle: .whenIdle)
+        queue.enqueue(.level, payload: 2, postingStyle: .asap)
+        #expect(queue.count == 1)
+        await drainMainActor(rounds: 3)
+        #expect(log.entries == ["level:2@-"])
+    }
+
+    @Test func aNotificationFromASenderThatDied_isDropped_andTheSenderIsNotKeptAlive() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        let lifetime = LifetimeCounter()
+        var sender: Source? = Source("gone", lifetime: lifetime)
+        queue.enqueue(.level, payload: 1, from: sender, postingStyle: .asap)
+        queue.enqueue(.level, payload: 2, postingStyle: .asap)
+        sender = nil
+        #expect(lifetime.deinitCount == 1, "a queued notification does not keep its sender alive")
+        await drainMainActor()
+        #expect(log.entries == ["level:2@-"])
+    }
+
+    @Test func dequeue_removesWithoutPosting_andReleasesThePayload() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let received = Log()
+        hub.observe(.boxed, by: received, isolation: nil) { log, n in log.append("boxed:\(n.payload.value)") }
+        let lifetime = LifetimeCounter()
+        let source = Source("a")
+        queue.enqueue(.boxed, payload: Box(1, lifetime: lifetime), from: source, postingStyle: .asap)
+        queue.enqueue(.boxed, payload: Box(2, lifetime: lifetime), postingStyle: .whenIdle)
+        #expect(lifetime.liveCount == 2)
+        queue.dequeue(.boxed, from: source)
+        #expect(lifetime.liveCount == 1)
+        queue.dequeue(.boxed, coalescing: .onName)
+        #expect(lifetime.liveCount == 0)
+        await drainMainActor(rounds: 3)
+        #expect(received.entries.isEmpty)
+    }
+
+    @Test func aCoalescedPayloadIsReleasedAtOnce() {
+        let queue = NotificationHub.Queue(hub: NotificationHub())
+        let lifetime = LifetimeCounter()
+        for value in 0..<10 { queue.enqueue(.boxed, payload: Box(value, lifetime: lifetime), postingStyle: .asap) }
+        #expect(lifetime.liveCount == 1)
+        queue.dequeue(.boxed)
+        #expect(lifetime.liveCount == 0)
+    }
+
+    @Test func aQueueThatDies_dropsWhatItHeld() async {
+        let hub = NotificationHub()
+        let log = Log()
+        record(hub, into: log)
+        let lifetime = LifetimeCounter()
+        weak var weakQueue: NotificationHub.Queue?
+        do {
+            let queue = NotificationHub.Queue(hub: hub)
+            weakQueue = queue
+            queue.enqueue(.boxed, payload: Box(1, lifetime: lifetime), postingStyle: .asap)
+            queue.enqueue(.level, payload: 1, postingStyle: .asap)
+        }
+        #expect(weakQueue == nil, "a scheduled job does not keep the queue alive")
+        #expect(lifetime.liveCount == 0)
+        await drainMainActor()
+        #expect(log.entries.isEmpty)
+    }
+
+    @Test func aHandlerMayEnqueue_andItsNotificationFollows() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        hub.observe(.level, by: queue, isolation: nil) { queue, n in
+            if n.payload < 3 { queue.enqueue(.level, payload: n.payload + 1, postingStyle: .asap) }
+        }
+        queue.enqueue(.level, payload: 1, postingStyle: .asap)
+        #expect(await eventually { log.entries.count == 3 })
+        #expect(log.entries == ["level:1@-", "level:2@-", "level:3@-"])
+    }
+
+    @Test func aListenerThatDiesBeforeThePost_isNotCalled() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let calls = Atomic<Int>(0)
+        var listener: Log? = Log()
+        hub.observe(.level, by: listener!, isolation: nil) { _, _ in calls.add(1, ordering: .relaxed) }
+        queue.enqueue(.level, payload: 1, postingStyle: .asap)
+        listener = nil
+        await drainMainActor()
+        #expect(calls.load(ordering: .relaxed) == 0)
+    }
+
+    @Test func postsFromItsActor() async {
+        actor Worker {}
+        let worker = Worker()
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub, actor: worker)
+        let onWorker = Atomic<Int>(0)
+        let posts = Atomic<Int>(0)
+        let log = Log()
+        hub.observe(.level, by: log, isolation: nil) { _, _ in
+            if _isCurrentExecutor(worker.unownedExecutor, isMainActor: false) { onWorker.add(1, ordering: .relaxed) }
+            posts.add(1, ordering: .relaxed)
+        }
+        queue.enqueue(.level, payload: 1, postingStyle: .asap)
+        queue.enqueue(.level, payload: 2, postingStyle: .whenIdle, coalescing: [])
+        #expect(await eventually { posts.load(ordering: .relaxed) == 2 })
+        #expect(onWorker.load(ordering: .relaxed) == 2)
+    }
+
+    @Test func enqueueingFromManyThreads_postsEachUncoalescedNotificationOnce() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let received = _Mutex<[Int]>([])
+        let log = Log()
+        hub.observe(.level, by: log, isolation: nil) { _, n in received.withLock { $0.append(n.payload) } }
+        await withTaskGroup(of: Void.self) { group in
+            for thread in 0..<4 {
+                group.addTask {
+                    for i in 0..<250 {
+                        queue.enqueue(.level, payload: thread * 1_000 + i, postingStyle: .asap, coalescing: [])
+                    }
+                }
+            }
+        }
+        #expect(await eventually { received.withLock { $0.count } == 1_000 })
+        let values = received.withLock { $0 }
+        #expect(Set(values).count == 1_000)
+        for thread in 0..<4 {
+            let mine = values.filter { $0 / 1_000 == thread }
+            #expect(mine == mine.sorted(), "each thread's notifications are posted in the order it enqueued them")
+        }
+    }
+}
