@@ -18,7 +18,10 @@ let package = Package(
     // `Synchronization.Mutex` and `Atomic` set the floor on Apple platforms.
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
-        .library(name: "SafeObserve", targets: ["SafeObserve"])
+        .library(name: "SafeObserve", targets: ["SafeObserve"]),
+        // Self-cleaning observers of Foundation's `NotificationCenter`, kept
+        // out of the core library so that it stays free of Foundation.
+        .library(name: "SafeObserveFoundation", targets: ["SafeObserveFoundation"]),
     ],
     // The library depends on nothing beyond the Swift toolchain.
     dependencies: [],
@@ -30,6 +33,11 @@ let package = Package(
         .target(
             name: "SafeObserve",
             dependencies: ["CSafeObserveRuntime"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SafeObserveFoundation",
+            dependencies: ["SafeObserve"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -81,6 +89,11 @@ let package = Package(
         .testTarget(
             name: "SafeObserveTests",
             dependencies: ["SafeObserve", "SafeObserveModel"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SafeObserveFoundationTests",
+            dependencies: ["SafeObserveFoundation"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -85,12 +85,12 @@ static inline bool csafeobserve_isCurrentExecutor(void *_Nullable identity, uint
 /// 0 elsewhere. Initial-exec TLS: one load, no call.
 extern __thread unsigned char csafeobserve_onMainThread __attribute__((tls_model("initial-exec")));
 
-/// Whether the calling thread is the process's main thread, which is where
-/// the main actor's jobs run, and only they. `false` where unknown.
+/// Whether the calling thread is the process's main thread, which never runs
+/// concurrently with a main-actor job. `false` where unknown.
 static inline bool csafeobserve_isMainThread(void) { return csafeobserve_onMainThread != 0; }
 #else
-/// Whether the calling thread is the process's main thread, which is where
-/// the main actor's jobs run, and only they. `false` where unknown.
+/// Whether the calling thread is the process's main thread, which never runs
+/// concurrently with a main-actor job. `false` where unknown.
 bool csafeobserve_isMainThread(void);
 #endif
 

@@ -284,9 +284,10 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
 ///
 /// `isMainActor` says `executor` is the main actor's. The main thread is
 /// answered `true` first, without asking the runtime (about 160
-/// instructions): the main actor's jobs run on the main thread only, so code
-/// on the main thread is serialized with every main-actor job, whatever task
-/// it runs in. (The runtime concludes the same outside tasks; inside a task
+/// instructions): code on the main thread is never concurrent with a
+/// main-actor job, whatever task it runs in (the main actor's jobs run on
+/// the main thread, or, once `dispatchMain()` parked it, on a thread
+/// standing in for it, which the runtime recognises below). (The runtime concludes the same outside tasks; inside a task
 /// on the main thread, which on Linux and Apple platforms is a main-actor
 /// job unless a custom executor drains on the main thread, it compares
 /// executors, and so may answer `false` for such an executor's task.)
