@@ -17,7 +17,10 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "ConsumerSmoke",
-            dependencies: [.product(name: "SafeObserve", package: safeObserve.lastPathComponent)],
+            dependencies: [
+                .product(name: "SafeObserve", package: safeObserve.lastPathComponent),
+                .product(name: "SafeObserveFoundation", package: safeObserve.lastPathComponent),
+            ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         )
     ]
