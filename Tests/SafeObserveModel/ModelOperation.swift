@@ -34,11 +34,23 @@ public enum ModelOperation: Hashable, Sendable, CustomStringConvertible {
     /// Sets every live object's `link` to `nil`, in creation order (the
     /// final teardown: a cycle of links would otherwise outlive the world).
     case unlinkAll
+    /// `hub.observe(name, from: sender, by: listener)` on the world's hub
+    /// (`name` 0 or 1; `sender` an object slot, or `nil` for no filter); the
+    /// handler runs `reaction` on each notification, as for `observe`.
+    indirect case observeNotification(listener: Int, name: Int, sender: Int?, reaction: ModelOperation?)
+    /// `hub.post(name, payload: counter, from: sender)`.
+    case post(name: Int, sender: Int?)
+    /// `hub.unobserve(name, from: sender, by: listener)`.
+    case unobserveNotification(listener: Int, name: Int, sender: Int?)
+    /// `hub.unobserve(by: listener)`.
+    case unobserveHub(listener: Int)
     /// Drops the world's reference to a listener.
     case releaseListener(slot: Int)
     /// Drops the world's reference to an observed object.
     case releaseObject(slot: Int)
 
+    /// The notification names: `n0` and `n1`.
+    public static let notificationNameCount = 2
     /// The number of object slots (O0, O1, …).
     public static let objectSlots = 3
     /// The number of listener slots (L0, L1, …).
@@ -55,6 +67,7 @@ public enum ModelOperation: Hashable, Sendable, CustomStringConvertible {
 
     /// Swift-like, for reproductions.
     public var description: String {
+        func from(_ sender: Int?) -> String { sender.map { ", from: O\($0)" } ?? "" }
         func property(_ index: Int) -> String {
             ["\\.first", "\\.second", "\\.sum", "\\.link?.first", "\\.link?.link?.second", "\\.pick"][index]
         }
@@ -81,6 +94,15 @@ public enum ModelOperation: Hashable, Sendable, CustomStringConvertible {
             return "link(O\(object), to: \(target.map { "O\($0)" } ?? "nil"))"
         case .unlinkAll:
             return "unlinkAll"
+        case .observeNotification(let listener, let name, let sender, let reaction):
+            let then = reaction.map { ", then: \($0)" } ?? ""
+            return "hub.observe(n\(name)\(from(sender)), by: L\(listener)\(then))"
+        case .post(let name, let sender):
+            return "hub.post(n\(name)\(from(sender)))"
+        case .unobserveNotification(let listener, let name, let sender):
+            return "hub.unobserve(n\(name)\(from(sender)), by: L\(listener))"
+        case .unobserveHub(let listener):
+            return "hub.unobserve(by: L\(listener))"
         case .releaseListener(let slot):
             return "release(L\(slot))"
         case .releaseObject(let slot):
@@ -152,9 +174,9 @@ extension ModelOperation {
         let object = entropy.next(objectSlots)
         let listener = entropy.next(listenerSlots)
         let keyPath = entropy.next(keyPathCount)
-        // Weights out of 32: slots refill three times as often as they empty,
-        // so most steps find both sides alive.
-        switch entropy.next(32) {
+        // Weights out of 40: slots refill three times as often as they empty,
+        // so most steps find both sides alive; 32…39 are notifications.
+        switch entropy.next(40) {
         case 0..<3:
             return .makeObject(slot: object, mutatesInDeinit: entropy.next(2) == 0)
         case 3..<6:
@@ -179,8 +201,23 @@ extension ModelOperation {
             return .setLink(object: object, target: target < objectSlots ? target : nil)
         case 30:
             return .releaseListener(slot: listener)
-        default:
+        case 31:
             return .releaseObject(slot: object)
+        case 32..<35:
+            let sender = entropy.next(objectSlots + 1)
+            let reaction = reactions && entropy.next(3) == 0 ? generate(from: &entropy, reactions: false) : nil
+            return .observeNotification(
+                listener: listener, name: keyPath % notificationNameCount,
+                sender: sender < objectSlots ? sender : nil, reaction: reaction)
+        case 35..<38:
+            let sender = entropy.next(objectSlots + 1)
+            return .post(name: keyPath % notificationNameCount, sender: sender < objectSlots ? sender : nil)
+        case 38:
+            let sender = entropy.next(objectSlots + 1)
+            return .unobserveNotification(
+                listener: listener, name: keyPath % notificationNameCount, sender: sender < objectSlots ? sender : nil)
+        default:
+            return .unobserveHub(listener: listener)
         }
     }
 

@@ -148,6 +148,12 @@ public final class ModelWorld: @unchecked Sendable {
     var nextValue = 1
     var nextHandler = 0
     var depth = 0
+    /// The hub notification operations use (dropped at the end of a run).
+    var hub: NotificationHub? = NotificationHub()
+    /// The notification names, by index.
+    static let notificationNames = (0..<ModelOperation.notificationNameCount).map {
+        NotificationName<Int>("model.n\($0)")
+    }
 
     /// An empty world: every slot empty.
     public init() {}
@@ -194,13 +200,7 @@ public final class ModelWorld: @unchecked Sendable {
                         change: change, reaction: reaction)
                 }
             }
-            if let relation = relationOfToken[token] {
-                events.append(.observed(relation: relation))
-            } else {
-                relationOfToken[token] = tokens.count
-                events.append(.observed(relation: tokens.count))
-                tokens.append(token)
-            }
+            record(token)
         case .unobserveKeyPath(let listenerSlot, let objectSlot, let property):
             guard let listener = listeners[listenerSlot], let object = objects[objectSlot] else { return }
             switch ModelObject.keyPath(property) {
@@ -231,11 +231,68 @@ public final class ModelWorld: @unchecked Sendable {
                 guard let object = everyObject[serial]?.object else { continue }
                 object.link = nil
             }
+        case .observeNotification(let listenerSlot, let name, let senderSlot, let reaction):
+            guard let listener = listeners[listenerSlot], let hub else { return }
+            let sender = senderSlot.map { objects[$0] }
+            if let sender, sender == nil { return }  // an empty slot
+            let handler = nextHandler
+            nextHandler += 1
+            let capture = ModelCapture(handler: handler, census: census)
+            let token = hub.observe(Self.notificationNames[name], from: sender ?? nil, by: listener, isolation: nil) {
+                [self] listener, notification in
+                withExtendedLifetime(capture) {}
+                received(
+                    handler: handler, listener: listener,
+                    sender: (notification.sender as? ModelObject)?.serial ?? 0, payload: notification.payload,
+                    reaction: reaction)
+            }
+            record(token)
+        case .post(let name, let senderSlot):
+            guard let hub else { return }
+            // Held here for the whole post, as any caller holds what it posts from.
+            let sender = senderSlot.map { objects[$0] }
+            if let sender, sender == nil { return }
+            let payload = nextValue
+            nextValue += 1
+            hub.post(Self.notificationNames[name], payload: payload, from: sender ?? nil)
+        case .unobserveNotification(let listenerSlot, let name, let senderSlot):
+            guard let listener = listeners[listenerSlot], let hub else { return }
+            let sender = senderSlot.map { objects[$0] }
+            if let sender, sender == nil { return }
+            hub.unobserve(Self.notificationNames[name], from: sender ?? nil, by: listener)
+        case .unobserveHub(let listenerSlot):
+            guard let listener = listeners[listenerSlot] else { return }
+            hub?.unobserve(by: listener)
         case .releaseListener(let slot):
             listeners[slot] = nil
         case .releaseObject(let slot):
             objects[slot] = nil
         }
+    }
+
+    /// Records what an observation returned: a new relation, or a dedupe hit.
+    private func record(_ token: ObservationToken) {
+        if let relation = relationOfToken[token] {
+            events.append(.observed(relation: relation))
+        } else {
+            relationOfToken[token] = tokens.count
+            events.append(.observed(relation: tokens.count))
+            tokens.append(token)
+        }
+    }
+
+    private func received(handler: Int, listener: ModelListener, sender: Int, payload: Int, reaction: ModelOperation?) {
+        if listener.isDying.load(ordering: .acquiring) {
+            census.callsToTheDead.withLock { $0.append(handler) }
+        }
+        events.append(
+            .delivery(
+                handler: handler, listener: listener.serial, object: sender, new: payload, old: nil, isPrior: false,
+                isInitial: false))
+        guard let reaction, depth < ModelOperation.maxHandlerDepth else { return }
+        depth += 1
+        perform(reaction)
+        depth -= 1
     }
 
     private func received<Value>(

@@ -12,6 +12,13 @@
 /// A change reaches each single-property relation in store order: when a
 /// handler changes the property it observes, relations later in the list are
 /// told the nested (newer) change first and skip the older one.
+///
+/// Notifications follow the DocC article "Notifications": a post reaches the
+/// name's unfiltered observers, then those filtered on its sender, each list
+/// as it is when its turn comes, in registration order; a nested post is
+/// delivered at once; nothing is skipped. A relation filtered on a sender
+/// that died matches nothing more and ends when the hub's amortized sweep
+/// reaches it (undecided here).
 public struct ReferenceModel {
     struct Entity {
         var isHeld = true  // the world's slot still references it
@@ -39,10 +46,18 @@ public struct ReferenceModel {
         var isEnded = false
     }
 
+    /// A notification channel: a name, and a sender's serial (0: none).
+    struct NotificationChannel: Hashable {
+        let name: Int
+        let sender: Int
+    }
+
     struct Relation {
         let handler: Int
         let listener: Int
+        /// The observed object; for a notification relation, the sender (0: none).
         let object: Int
+        /// The key path; -1 for a notification relation.
         let property: Int
         let options: UInt8
         let reaction: ModelOperation?
@@ -50,6 +65,10 @@ public struct ReferenceModel {
         /// A plain listener died; the relation ends when a change next reaches it,
         /// when its object dies, or by the library's amortized sweep.
         var isListenerGone = false
+        /// Notification relations: the name.
+        var notificationName: Int?
+        /// Notification relations: the sender filtered on died.
+        var isSenderGone = false
         /// Single-property relations: the store number of the newest change
         /// delivered (an older one reaching the relation later is skipped).
         var lastChange = 0
@@ -73,6 +92,10 @@ public struct ReferenceModel {
     var channelLists: [Channel: [Int]] = [:]
     /// Changes stored per channel: each change's number, in store order.
     var storeCounts: [Channel: Int] = [:]
+    /// The notification channels that exist (made by a registration, kept
+    /// for the hub's life, or until a sweep finds their sender dead), with
+    /// their relations in the order they were added.
+    var notificationLists: [NotificationChannel: [Int]] = [:]
     /// Handlers given to a dedupe hit: never stored.
     var discardedHandlers: [Int] = []
     var events: [ModelEvent] = []
@@ -107,7 +130,7 @@ public struct ReferenceModel {
             end { $0.listener == listener && $0.object == object && $0.property == property }
         case .unobserveListener(let listenerSlot, let objectSlot):
             guard let listener = listenerSlots[listenerSlot], let object = objectSlots[objectSlot] else { return }
-            end { $0.listener == listener && $0.object == object }
+            end { $0.listener == listener && $0.object == object && $0.notificationName == nil }
         case .removeAll(let listenerSlot):
             guard let listener = listenerSlots[listenerSlot] else { return }
             end { $0.listener == listener }
@@ -126,6 +149,18 @@ public struct ReferenceModel {
             for object in objects.keys.sorted() where objects[object]!.isAlive {
                 change(object, 2, to: nil)
             }
+        case .observeNotification(let listenerSlot, let name, let senderSlot, let reaction):
+            guard let listener = listenerSlots[listenerSlot], let sender = senderSerial(senderSlot) else { return }
+            observeNotification(listener, NotificationChannel(name: name, sender: sender), reaction)
+        case .post(let name, let senderSlot):
+            guard let sender = senderSerial(senderSlot) else { return }
+            post(name, from: sender)
+        case .unobserveNotification(let listenerSlot, let name, let senderSlot):
+            guard let listener = listenerSlots[listenerSlot], let sender = senderSerial(senderSlot) else { return }
+            end { $0.notificationName == name && $0.object == sender && $0.listener == listener }
+        case .unobserveHub(let listenerSlot):
+            guard let listener = listenerSlots[listenerSlot] else { return }
+            end { $0.notificationName != nil && $0.listener == listener }
         case .releaseListener(let slot):
             guard let listener = listenerSlots[slot] else { return }
             listenerSlots[slot] = nil
@@ -350,13 +385,15 @@ public struct ReferenceModel {
         releaseObject(root, unpinning: true)
     }
 
-    private mutating func deliver(_ index: Int, new: Int?, old: Int?, prior: Bool, initial: Bool) {
+    private mutating func deliver(
+        _ index: Int, new: Int?, old: Int?, prior: Bool, initial: Bool, object: Int? = nil
+    ) {
         let relation = relations[index]
         listeners[relation.listener]!.pins += 1
         events.append(
             .delivery(
-                handler: relation.handler, listener: relation.listener, object: relation.object, new: new, old: old,
-                isPrior: prior, isInitial: initial))
+                handler: relation.handler, listener: relation.listener, object: object ?? relation.object, new: new,
+                old: old, isPrior: prior, isInitial: initial))
         if let reaction = relation.reaction, !initial, depth < ModelOperation.maxHandlerDepth {
             depth += 1
             perform(reaction)
@@ -364,6 +401,61 @@ public struct ReferenceModel {
         }
         listeners[relation.listener]!.pins -= 1
         releaseListener(relation.listener, unpinning: true)
+    }
+
+    // MARK: Notifications
+
+    /// The serial of the object in `slot`; 0 for no slot; `nil` for an empty one.
+    private func senderSerial(_ slot: Int?) -> Int? {
+        guard let slot else { return 0 }
+        return objectSlots[slot]
+    }
+
+    private mutating func observeNotification(
+        _ listener: Int, _ channel: NotificationChannel, _ reaction: ModelOperation?
+    ) {
+        let handler = nextHandler
+        nextHandler += 1
+        if notificationLists[channel] == nil { notificationLists[channel] = [] }
+        if let existing = relations.firstIndex(where: {
+            !$0.isEnded && $0.notificationName == channel.name && $0.object == channel.sender
+                && $0.listener == listener
+        }) {
+            discardedHandlers.append(handler)
+            events.append(.observed(relation: existing))
+            return
+        }
+        var relation = Relation(
+            handler: handler, listener: listener, object: channel.sender, property: -1, options: 1, reaction: reaction)
+        relation.notificationName = channel.name
+        relations.append(relation)
+        notificationLists[channel]!.append(relations.count - 1)
+        events.append(.observed(relation: relations.count - 1))
+    }
+
+    /// A post: the name's unfiltered channel, then the sender's, each as
+    /// its list is when its turn comes. The sender is held meanwhile.
+    private mutating func post(_ name: Int, from sender: Int) {
+        let payload = nextValue
+        nextValue += 1
+        if sender != 0 { objects[sender]!.pins += 1 }
+        var channels = [NotificationChannel(name: name, sender: 0)]
+        if sender != 0 { channels.append(NotificationChannel(name: name, sender: sender)) }
+        // Which channels a post reaches is decided when it starts.
+        for channel in channels.filter({ notificationLists[$0] != nil }) {
+            for index in notificationLists[channel]! {
+                guard !relations[index].isEnded else { continue }
+                guard listeners[relations[index].listener]!.isAlive else {
+                    endRelation(index)
+                    continue
+                }
+                deliver(index, new: payload, old: nil, prior: false, initial: false, object: sender)
+            }
+        }
+        if sender != 0 {
+            objects[sender]!.pins -= 1
+            releaseObject(sender, unpinning: true)
+        }
     }
 
     // MARK: Lifetimes
@@ -376,7 +468,11 @@ public struct ReferenceModel {
         guard let entity = objects[object], entity.isAlive, !entity.isHeld, entity.pins == 0, entity.linkedBy == 0
         else { return }
         objects[object]!.isAlive = false
-        end { $0.object == object }
+        end { $0.object == object && $0.notificationName == nil }
+        for index in relations.indices
+        where relations[index].notificationName != nil && relations[index].object == object {
+            relations[index].isSenderGone = true
+        }
         for property in 0..<3 {
             for entry in channelLists[Channel(object: object, property: property)] ?? []
             where entries[entry].isDependency && !entries[entry].isEnded {
