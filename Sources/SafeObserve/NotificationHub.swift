@@ -95,7 +95,52 @@ public final class NotificationHub: Sendable {
         isolation: isolated (any Actor)? = #isolation,
         handler: @escaping (Listener, PostedNotification<Payload>) -> Void
     ) -> ObservationToken {
-        _observe(name.id, sender, listener, isolation: isolation, handler)
+        _observe(name.id, sender, listener, hoppingTo: isolation, handler)
+    }
+
+    /// Observes the notifications named `name` on behalf of an actor, whose
+    /// handler runs isolated to that actor.
+    ///
+    /// The handler receives the actor as an `isolated` parameter, so it
+    /// reaches the actor's state synchronously without capturing it (a
+    /// capture would keep the actor alive for as long as the relation):
+    ///
+    /// ```swift
+    /// actor UnreadTally {
+    ///     var total = 0
+    ///     func watch(_ hub: NotificationHub) {
+    ///         hub.observe(.unreadCountChanged, by: self) { tally, notification in
+    ///             tally.total += notification.payload
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// A post made on the actor is delivered synchronously; one made
+    /// elsewhere is delivered on the actor, in the order it was posted.
+    ///
+    /// - Parameters:
+    ///   - name: The name to observe.
+    ///   - sender: Only notifications posted by this object, if given. Never
+    ///     retained.
+    ///   - listener: The actor; never retained: the relation ends when it dies.
+    ///   - handler: Called on the actor with it and the notification.
+    /// - Returns: The relation's token; `invalidate()` ends it, idempotently.
+    /// - Complexity: Amortized O(1) expected.
+    @discardableResult
+    @inlinable
+    public func observe<Listener: Actor, Payload>(
+        _ name: NotificationName<Payload>,
+        from sender: AnyObject? = nil,
+        by listener: Listener,
+        handler: @escaping @Sendable (isolated Listener, PostedNotification<Payload>) -> Void
+    ) -> ObservationToken {
+        // unsafeBitCast: an `isolated` parameter changes no calling convention
+        // (`Actor.assumeIsolated` relies on the same); the hop calls the
+        // handler only on `listener`'s executor.
+        let handler = unsafeBitCast(
+            handler, to: (@Sendable (Listener, PostedNotification<Payload>) -> Void).self)
+        return _observe(name.id, sender, listener, hoppingTo: listener, handler)
     }
 
     /// Observes every notification posted to this hub (of any name) on
@@ -122,7 +167,7 @@ public final class NotificationHub: Sendable {
         isolation: isolated (any Actor)? = #isolation,
         handler: @escaping (Listener, AnyPostedNotification) -> Void
     ) -> ObservationToken {
-        _observe(nil, sender, listener, isolation: isolation, handler)
+        _observe(nil, sender, listener, hoppingTo: isolation, handler)
     }
 
     /// Observes `name` with a handler that belongs to no listener: it lives
@@ -161,9 +206,11 @@ public final class NotificationHub: Sendable {
     /// Registers a typed handler on the channel of (`nameID`, `sender`);
     /// `nameID` `nil` stands for every name. The channel's deliveries point
     /// at the notification itself (a `Value`), not at an `ObservedChange`.
+    /// With `isolation`, the handler runs on that actor (the caller's, or
+    /// an actor listener's).
     @inlinable
     func _observe<Listener: AnyObject, Value>(
-        _ nameID: Int?, _ sender: AnyObject?, _ listener: Listener, isolation: isolated (any Actor)?,
+        _ nameID: Int?, _ sender: AnyObject?, _ listener: Listener, hoppingTo isolation: (any Actor)?,
         _ handler: @escaping (Listener, Value) -> Void
     ) -> ObservationToken {
         let deliver: _Deliver
@@ -612,7 +659,7 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         // The finisher finishes the stream when the relation (and so this
         // handler) is released, however it ends.
         let finisher = _StreamFinisher(continuation)
-        let token = target._observe(name.id, senderObject, relay, isolation: nil) {
+        let token = target._observe(name.id, senderObject, relay, hoppingTo: nil) {
             (_: _StreamRelay, notification: Element) in
             finisher.continuation.yield(notification)
         }

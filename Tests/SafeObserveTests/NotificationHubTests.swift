@@ -396,4 +396,47 @@ struct NotificationHubIsolationTests {
         hub.post(.count, payload: 101)  // on the main actor: synchronous
         #expect(badge.counts.last == 101)
     }
+
+    /// An actor of its own receiving posts from several threads at once:
+    /// each poster's notifications arrive in the order it posted them, on
+    /// the actor; a post made on the actor is delivered at once, after what
+    /// was queued before it.
+    @Test func anObserverRegisteredFromAnActor_receivesEachPostersNotificationsOnIt_inOrder() async {
+        actor Tally {
+            var received: [Int] = []
+            func watch(_ hub: NotificationHub) {
+                hub.observe(.count, by: self) { tally, notification in
+                    tally.preconditionIsolated()
+                    tally.received.append(notification.payload)
+                }
+            }
+            func postHere(_ hub: NotificationHub, _ value: Int) -> Int? {
+                hub.post(.count, payload: value)
+                return received.last
+            }
+        }
+        let hub = NotificationHub()
+        let tally = Tally()
+        await tally.watch(hub)
+        let posters = 4
+        let perPoster = 200
+        await withTaskGroup(of: Void.self) { group in
+            for poster in 0..<posters {
+                group.addTask {
+                    for i in 0..<perPoster { hub.post(.count, payload: poster * 1_000 + i) }
+                }
+            }
+        }
+        var received = await tally.received
+        for _ in 0..<2_000 where received.count < posters * perPoster {
+            try? await Task.sleep(for: .milliseconds(2))
+            received = await tally.received
+        }
+        #expect(received.count == posters * perPoster)
+        for poster in 0..<posters {
+            let mine = received.filter { $0 / 1_000 == poster }
+            #expect(mine == (0..<perPoster).map { poster * 1_000 + $0 })
+        }
+        #expect(await tally.postHere(hub, 9_999) == 9_999, "a post made on the actor is delivered synchronously")
+    }
 }
