@@ -31,11 +31,19 @@ extension NotificationHub {
         public enum PostingStyle: Sendable, Hashable {
             /// Before `enqueue` returns, on the calling thread (after
             /// removing the queued notifications it coalesces with).
+            ///
+            /// ```swift
+            /// queue.enqueue(.didSync, postingStyle: .now)   // posted here
+            /// ```
             case now
             /// By one job on the queue's actor, scheduled when the first such
             /// notification is enqueued: after the actor's current job, and
             /// after the jobs enqueued on it before. The job posts every
             /// `asap` notification enqueued until it runs, in order.
+            ///
+            /// ```swift
+            /// queue.enqueue(.didSync, postingStyle: .asap)   // posted after this job
+            /// ```
             case asap
             /// When the actor has caught up: by a background-priority job on
             /// the actor that first posts what is queued `asap`, then yields
@@ -44,6 +52,10 @@ extension NotificationHub {
             /// Swift concurrency has no idle signal, so this is the
             /// definition: later than `asap`, never before the actor's
             /// pending work.
+            ///
+            /// ```swift
+            /// queue.enqueue(.cacheTrimmed, postingStyle: .whenIdle)
+            /// ```
             case whenIdle
         }
 
