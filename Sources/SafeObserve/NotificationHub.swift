@@ -298,21 +298,33 @@ public final class NotificationHub: Sendable {
     ///   observer called.
     @inlinable
     public func post<Payload>(_ name: NotificationName<Payload>, payload: Payload, from sender: AnyObject? = nil) {
-        let channels = _channels(for: name.id, sender: sender)
+        // Two paths, so that neither retains its root: the poster holds the
+        // sender, and the hub is `self`.
+        if let sender {
+            _post(name, payload, root: sender, hasSender: true)
+        } else {
+            _post(name, payload, root: self, hasSender: false)
+        }
+    }
+
+    /// Posts from `root`: the sender, or the hub standing for "none" (never
+    /// handed out as a sender). The caller holds `root` throughout.
+    @inlinable @inline(__always)
+    func _post<Payload>(_ name: NotificationName<Payload>, _ payload: Payload, root: AnyObject, hasSender: Bool) {
+        let channels = _channels(for: name.id, sender: hasSender ? root : nil)
         guard channels.first != nil || channels.every != nil else { return }
-        let root = sender ?? self
-        // The reference a notification keeps: the sender's, or the hub's
-        // standing for "none" (never handed out as a sender).
         let notification = PostedNotification(
-            nameID: name.id, sender: _unretained(root), hasSender: sender != nil, payload: payload)
+            nameID: name.id,
+            sender: hasSender ? channels.senderIdentity?.takeUnretainedValue() ?? _SenderIdentity(sender: root) : nil,
+            payload: payload)
         withUnsafePointer(to: notification) { pointer in
-            if let channel = channels.first { _deliver(pointer, to: channel, root: root) }
-            if let channel = channels.second { _deliver(pointer, to: channel, root: root) }
+            channels.first?._withUnsafeGuaranteedRef { _deliver(pointer, to: $0, root: root) }
+            channels.second?._withUnsafeGuaranteedRef { _deliver(pointer, to: $0, root: root) }
         }
         guard channels.every != nil else { return }
         withUnsafePointer(to: AnyPostedNotification(notification)) { pointer in
-            if let channel = channels.every { _deliver(pointer, to: channel, root: root) }
-            if let channel = channels.everyFromSender { _deliver(pointer, to: channel, root: root) }
+            channels.every?._withUnsafeGuaranteedRef { _deliver(pointer, to: $0, root: root) }
+            channels.everyFromSender?._withUnsafeGuaranteedRef { _deliver(pointer, to: $0, root: root) }
         }
     }
 
@@ -330,11 +342,11 @@ public final class NotificationHub: Sendable {
     }
 
     /// Delivers the notification at `pointer` to `channel`'s relations.
+    /// The caller holds `root`, so the emission takes no +1 on it.
     @inlinable
     func _deliver(_ pointer: UnsafeRawPointer, to channel: _Channel, root: AnyObject) {
-        guard let emission = channel.beginEmission(on: root) else { return }
+        guard let emission = channel.beginEvent() else { return }
         emission.deliverEvent(root: root, change: pointer)
-        emission.end(root: root)
     }
 }
 
@@ -389,16 +401,48 @@ struct _NotificationMarker {
     var name = ""
 }
 
-/// The channels one post delivers to, without an allocation: the name's,
-/// the name's from the sender, every name's, every name's from the sender.
+/// The channels one post delivers to, without an allocation or a retain:
+/// the name's, the name's from the sender, every name's, every name's from
+/// the sender.
+///
+/// Borrowed: a channel found for a post stays in the hub's state until the
+/// post returns. A name's channels live as long as the hub; a sender's are
+/// removed only once the sweep finds their sender dead, or replaced when
+/// another object registers at a dead sender's address; and the poster
+/// holds both the hub and the sender.
+/// Each is an `Unmanaged` reference, used through `_withUnsafeGuaranteedRef`
+/// (an `unowned(unsafe)` one would still be retained when loaded).
 @usableFromInline
 struct _PostTargets {
-    @usableFromInline var first: _Channel?
-    @usableFromInline var second: _Channel?
-    @usableFromInline var every: _Channel?
-    @usableFromInline var everyFromSender: _Channel?
+    @usableFromInline var first: Unmanaged<_Channel>?
+    @usableFromInline var second: Unmanaged<_Channel>?
+    @usableFromInline var every: Unmanaged<_Channel>?
+    @usableFromInline var everyFromSender: Unmanaged<_Channel>?
+    /// The sender's identity, kept by its sender-filtered channel's entry
+    /// (borrowed as the channels are), if it has one.
+    @usableFromInline var senderIdentity: Unmanaged<_SenderIdentity>?
 
     init() {}
+}
+
+/// A sender-filtered channel, filed under its (sender, name) pair.
+struct SenderEntry: _AddressKeyed {
+    let tableKey: ObjectIdentifier
+    let sender: ObjectIdentifier
+    /// `nil`: every name.
+    let nameID: Int?
+    let channel: _Channel
+    /// What the notifications posted by this sender refer to it by.
+    let identity: _SenderIdentity
+
+    /// The key of (`nameID`, `sender`): the sender's address with the name
+    /// mixed into the bits the table hashes (above the 16-byte alignment).
+    static func key(_ nameID: Int?, _ sender: ObjectIdentifier) -> ObjectIdentifier {
+        let name = UInt(bitPattern: (nameID ?? -1) &+ 1) &* 0x9E37_79B9_7F4A_7C15
+        // unsafeBitCast: an `ObjectIdentifier` is one word, used here as a
+        // hash-table key only (never as an object).
+        return unsafeBitCast(UInt(bitPattern: sender) ^ (name &<< 4), to: ObjectIdentifier.self)
+    }
 }
 
 extension NotificationHub {
@@ -411,11 +455,14 @@ extension NotificationHub {
     struct State {
         /// The channel of each name's unfiltered observers, by name identity.
         var unfiltered: [_Channel?] = []
-        /// The sender-filtered channels of each name that has some.
-        var bySender: [Int: [ObjectIdentifier: _Channel]] = [:]
-        /// Every name's observers, unfiltered and by sender.
+        /// The sender-filtered channels, by (sender, name) (`nil`: every
+        /// name): one multiplicative hash and no allocation per look-up.
+        var bySender = _AddressTable<SenderEntry>()
+        /// The entries of `bySender` for every name (a post looks there only
+        /// if there are some).
+        var everyBySenderCount = 0
+        /// Every name's unfiltered observers.
         var every: _Channel?
-        var everyBySender: [ObjectIdentifier: _Channel] = [:]
         /// The sender-filtered channels, in creation order, for the
         /// amortized sweep of dead senders.
         var senderChannels: [(nameID: Int?, sender: ObjectIdentifier, channel: _Channel)] = []
@@ -426,11 +473,31 @@ extension NotificationHub {
             return nameID < unfiltered.count ? unfiltered[nameID] : nil
         }
 
+        /// The entry of (`nameID`, `sender`), whatever its sender's fate.
+        func senderEntry(_ nameID: Int?, _ id: ObjectIdentifier) -> (channel: _Channel, identity: _SenderIdentity)? {
+            bySender.first(under: SenderEntry.key(nameID, id)) { entry in
+                entry.sender == id && entry.nameID == nameID ? (entry.channel, entry.identity) : nil
+            }
+        }
+
+        /// The entry of (`nameID`, `sender`, whose identity is `id`), its
+        /// references borrowed (see `_PostTargets`), if it is `sender`'s.
+        func borrowedSenderEntry(
+            _ nameID: Int?, _ id: ObjectIdentifier, _ sender: AnyObject
+        ) -> (Unmanaged<_Channel>, Unmanaged<_SenderIdentity>)? {
+            bySender.first(under: SenderEntry.key(nameID, id)) { entry in
+                guard entry.sender == id, entry.nameID == nameID, entry.channel.object.refers(to: sender) else {
+                    return nil
+                }
+                return (Unmanaged.passUnretained(entry.channel), Unmanaged.passUnretained(entry.identity))
+            }
+        }
+
         func senderChannel(_ nameID: Int?, _ sender: AnyObject) -> _Channel? {
-            let channel =
-                nameID.map { bySender[$0]?[ObjectIdentifier(sender)] } ?? everyBySender[ObjectIdentifier(sender)]
             // Not a dead sender's channel at a reused address.
-            guard let channel, channel.object.refers(to: sender) else { return nil }
+            guard let (channel, _) = senderEntry(nameID, ObjectIdentifier(sender)),
+                channel.object.refers(to: sender)
+            else { return nil }
             return channel
         }
 
@@ -462,14 +529,18 @@ extension NotificationHub {
             }
             let id = ObjectIdentifier(sender)
             var stale: _Channel?
-            if let channel = nameID.map({ bySender[$0]?[id] }) ?? everyBySender[id] {
+            if let (channel, _) = senderEntry(nameID, id) {
                 guard !channel.object.refers(to: sender) else { return (channel, nil, []) }
                 stale = channel
-                senderChannels.removeAll { $0.channel === channel }
+                _ = remove(senderChannel: channel)
             }
             let channel = _Channel(object: sender)
-            if let nameID { bySender[nameID, default: [:]][id] = channel } else { everyBySender[id] = channel }
+            bySender.insert(
+                SenderEntry(
+                    tableKey: SenderEntry.key(nameID, id), sender: id, nameID: nameID, channel: channel,
+                    identity: _SenderIdentity(channel.object)))
             senderChannels.append((nameID, id, channel))
+            if nameID == nil { everyBySenderCount += 1 }
             return (channel, stale, nextProbes())
         }
 
@@ -489,12 +560,11 @@ extension NotificationHub {
         mutating func remove(senderChannel channel: _Channel) -> Bool {
             guard let index = senderChannels.firstIndex(where: { $0.channel === channel }) else { return false }
             let (nameID, sender, _) = senderChannels.remove(at: index)
-            if let nameID {
-                bySender[nameID]?[sender] = nil
-                if bySender[nameID]?.isEmpty == true { bySender[nameID] = nil }
-            } else {
-                everyBySender[sender] = nil
-            }
+            if nameID == nil { everyBySenderCount -= 1 }
+            let removed = bySender.remove(under: SenderEntry.key(nameID, sender)) { $0.channel === channel }
+            // Released with the state's other garbage, after unlocking, by
+            // the caller's `channel` (which it holds).
+            _ = removed
             return true
         }
 
@@ -503,16 +573,32 @@ extension NotificationHub {
         }
     }
 
-    /// The channels a post of `nameID` from `sender` delivers to.
+    /// The channels a post of `nameID` from `sender` delivers to; none for
+    /// a post from inside the sender's own `deinit` (it can no longer be
+    /// handed to anyone).
     @usableFromInline
     func _channels(for nameID: Int, sender: AnyObject?) -> _PostTargets {
         var targets = _PostTargets()
+        if let sender, _swift_isDeallocating(sender) { return targets }
         state.withLock { state in
-            targets.first = state.unfilteredChannel(nameID)
-            targets.every = state.every
-            if let sender {
-                if !state.bySender.isEmpty { targets.second = state.senderChannel(nameID, sender) }
-                if !state.everyBySender.isEmpty { targets.everyFromSender = state.senderChannel(nil, sender) }
+            if nameID < state.unfiltered.count {
+                targets.first = state.unfiltered.withUnsafeBufferPointer { buffer in
+                    // A bitwise copy of the state's reference, without a
+                    // retain: borrowed for the post (see `_PostTargets`).
+                    UnsafeRawPointer(buffer.baseAddress! + nameID).load(as: Unmanaged<_Channel>?.self)
+                }
+            }
+            targets.every = state.every.map { Unmanaged.passUnretained($0) }
+            if let sender, !state.bySender.isEmpty {
+                let id = ObjectIdentifier(sender)
+                if let (channel, identity) = state.borrowedSenderEntry(nameID, id, sender) {
+                    targets.second = channel
+                    targets.senderIdentity = identity
+                }
+                if state.everyBySenderCount > 0, let (channel, identity) = state.borrowedSenderEntry(nil, id, sender) {
+                    targets.everyFromSender = channel
+                    targets.senderIdentity = identity
+                }
             }
         }
         if targets.first == nil {

@@ -96,7 +96,7 @@ public struct PostedNotification<Payload: Sendable>: Sendable {
     /// ```swift
     /// if notification.sender === inbox { … }
     /// ```
-    public var sender: AnyObject? { _hasSender ? _sender.load() : nil }
+    public var sender: AnyObject? { _sender?.reference.load() }
     /// What it carries.
     ///
     /// ```swift
@@ -107,17 +107,15 @@ public struct PostedNotification<Payload: Sendable>: Sendable {
     /// The name's identity: a notification is copied along each delivery,
     /// and an integer costs nothing to copy, unlike the name's string.
     @usableFromInline let _nameID: Int
-    /// Never optional: an optional `_UnretainedReference` is copied and
-    /// destroyed through generic value witnesses, which cost a post more
-    /// than everything else together.
-    @usableFromInline let _sender: _UnretainedReference
-    @usableFromInline let _hasSender: Bool
+    /// The sender, if any: a class reference, so that a notification
+    /// without one costs nothing to copy or destroy, and one with a sender
+    /// shares the identity its sender-filtered channel keeps.
+    @usableFromInline let _sender: _SenderIdentity?
 
     @inlinable
-    init(nameID: Int, sender: _UnretainedReference, hasSender: Bool, payload: Payload) {
+    init(nameID: Int, sender: _SenderIdentity?, payload: Payload) {
         _nameID = nameID
         _sender = sender
-        _hasSender = hasSender
         self.payload = payload
     }
 }
@@ -142,7 +140,7 @@ public struct AnyPostedNotification: Sendable {
     /// ```swift
     /// if notification.sender === inbox { … }
     /// ```
-    public var sender: AnyObject? { _hasSender ? _sender.load() : nil }
+    public var sender: AnyObject? { _sender?.reference.load() }
     /// The payload, type-erased.
     ///
     /// ```swift
@@ -151,15 +149,32 @@ public struct AnyPostedNotification: Sendable {
     public let payload: any Sendable
 
     @usableFromInline let _nameID: Int
-    @usableFromInline let _sender: _UnretainedReference
-    @usableFromInline let _hasSender: Bool
+    @usableFromInline let _sender: _SenderIdentity?
 
     @inlinable
     init<Payload>(_ notification: PostedNotification<Payload>) {
         _nameID = notification._nameID
         _sender = notification._sender
-        _hasSender = notification._hasSender
         payload = notification.payload
+    }
+}
+
+/// A notification's reference to its sender: never keeps the sender alive,
+/// and never mistakes another object at its address for it.
+@usableFromInline
+final class _SenderIdentity: Sendable {
+    @usableFromInline let reference: _UnretainedReference
+
+    /// The identity `reference` names (a sender-filtered channel's).
+    init(_ reference: _UnretainedReference) {
+        self.reference = reference
+    }
+
+    /// An identity of its own for `sender` (a post from a sender no
+    /// observer filters on).
+    @usableFromInline
+    init(sender: AnyObject) {
+        reference = _UnretainedReference(sender)
     }
 }
 

@@ -222,6 +222,19 @@ final class _Channel: Sendable {
         return emission
     }
 
+    /// Starts delivering an event (a notification) whose root the caller
+    /// holds for the whole delivery: a snapshot of the relations, and no +1
+    /// on the root (nothing to ``Emission/end(root:)``); `nil` when nobody
+    /// listens.
+    @usableFromInline
+    func beginEvent() -> Emission? {
+        let probe = _Probe.current
+        return state.withLock { state -> Emission? in
+            guard state.liveCount > 0 else { return nil }
+            return Emission(relations: state.relations, needsOld: false, hasPrior: false, probe: probe)
+        }
+    }
+
     // MARK: Registration
 
     /// Appends a relation; `false` if the property's object died meanwhile or
