@@ -673,11 +673,12 @@ extension NotificationHub {
     ///
     /// Each iterator observes from the moment it is made until the sequence
     /// ends: the consuming task is cancelled (which ends the observation at
-    /// once), the iterator is dropped, or the hub dies. With a sender, once
-    /// the sender died nothing more is yielded, and the sequence finishes
-    /// when the hub notices the death (it sweeps dead senders' observations
-    /// as observers register). Neither the sequence nor its iterator keeps
-    /// the hub or the sender alive.
+    /// once), the iterator is dropped, or the hub dies. With a sender, it
+    /// also finishes when the sender dies: inside the sender's `deinit` if
+    /// it adopts ``SafeObserver``, otherwise when the sweep of dead
+    /// listeners finds it dead (as a plain listener's relations end).
+    /// Nothing is yielded after the sender died. Neither the sequence nor
+    /// its iterator keeps the hub or the sender alive.
     ///
     /// - Parameters:
     ///   - name: The name to observe.
@@ -749,7 +750,21 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
             (_: _StreamRelay, notification: Element) in
             finisher.continuation.yield(notification)
         }
-        _endRelation(token, whenTerminated: continuation)
+        // The sender's death finishes the stream: a finalizer on the sender's
+        // side, run inside its `deinit` if it is a `SafeObserver`, when the
+        // sweep of dead listeners finds it otherwise.
+        var finalizer: (proxy: _ListenerProxy, id: Int)?
+        if let senderObject, let proxy = _ListenerProxy.of(senderObject, create: true) {
+            if let id = proxy.addFinalizer({ continuation.finish() }) {
+                finalizer = (proxy, id)
+            } else {
+                continuation.finish()
+            }
+        }
+        continuation.onTermination = { [finalizer] _ in
+            token.invalidate()
+            if let finalizer { finalizer.proxy.removeFinalizer(finalizer.id) }
+        }
         if !token.isActive { continuation.finish() }
         return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
     }

@@ -370,6 +370,62 @@ struct NotificationHubSequenceTests {
         }
         let channel = hub.state.withLock { $0.channel(NotificationName<Int>.count.id, sender: sender) }
         #expect(channel?.liveRelations().isEmpty ?? true, "a dropped iterator left its relation")
+        #expect(_ListenerProxy.of(sender, create: false)?._finalizerCount ?? 0 == 0, "nor its finalizer")
+    }
+
+    /// A `SafeObserver` sender: the sequence finishes inside its `deinit`,
+    /// with nothing else happening in the hub.
+    @Test(.timeLimit(.minutes(1)))
+    func aSequenceFilteredOnASafeObserverSender_finishesWhenTheSenderDies() async {
+        final class Store: SafeObserver, Sendable {
+            let observerLifetime = ObserverLifetime()
+        }
+        let hub = NotificationHub()
+        var store: Store? = Store()
+        let sequence = hub.notifications(named: .count, from: store!)
+        let finished = Flag()
+        let received = Atomic<Int>(0)
+        let consumer = Task {
+            for await _ in sequence { received.add(1, ordering: .relaxed) }
+            finished.set()
+        }
+        await Task.yield()
+        // The consumer's iterator may not exist yet: wait until a post reaches it.
+        #expect(
+            await eventually {
+                hub.post(.count, payload: 1, from: store!)
+                return received.load(ordering: .relaxed) > 0
+            })
+        store = nil
+        #expect(await eventually { finished.isSet }, "the sequence did not finish when its sender died")
+        consumer.cancel()
+    }
+
+    /// A plain sender: the sequence finishes when the sweep of dead
+    /// listeners finds it dead, as a plain listener's relations end.
+    @Test(.timeLimit(.minutes(1)))
+    func aSequenceFilteredOnAPlainSender_finishesWhenTheSweepFindsTheSenderDead() async {
+        let hub = NotificationHub()
+        var sender: Sender? = Sender()
+        var iterator = hub.notifications(named: .count, from: sender!).makeAsyncIterator()
+        hub.post(.count, payload: 1, from: sender!)
+        #expect(await iterator.next()?.payload == 1)
+        sender = nil
+        _ProxyTable.sweepAll()
+        #expect(await iterator.next() == nil)
+    }
+
+    /// Sequences cancelled while their sender lives leave no finalizer on it.
+    @Test func cancelledSequencesLeaveNoFinalizerOnALiveSender() async {
+        let hub = NotificationHub()
+        let sender = Sender()
+        for _ in 0..<1_000 {
+            let task = Task { for await _ in hub.notifications(named: .count, from: sender) {} }
+            task.cancel()
+            await task.value
+        }
+        #expect(_ListenerProxy.of(sender, create: false)?._finalizerCount ?? 0 == 0)
+        hub.post(.count, payload: 1, from: sender)
     }
 }
 

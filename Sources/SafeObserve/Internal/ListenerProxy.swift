@@ -16,6 +16,10 @@ final class _ListenerProxy: Sendable {
         /// with the object's others).
         var derivedCounts: [ObjectIdentifier: Int] = [:]
         var isTornDown = false
+        /// What runs once the listener is gone (registered, by identity, by
+        /// sequences of notifications filtered on it as their sender).
+        var finalizers: [(id: Int, action: @Sendable () -> Void)] = []
+        var lastFinalizerID = 0
 
         /// Files `relation`.
         @inline(__always)
@@ -121,7 +125,7 @@ final class _ListenerProxy: Sendable {
     func retireIfEmpty() {
         guard isInProxyTable else { return }
         let retired = state.withLock { state -> Bool in
-            guard !state.isTornDown, state.relations.isEmpty else { return false }
+            guard !state.isTornDown, state.relations.isEmpty, state.finalizers.isEmpty else { return false }
             state.isTornDown = true
             return true
         }
@@ -312,16 +316,48 @@ final class _ListenerProxy: Sendable {
         // The relations are marked ended under the lock: a concurrent
         // unobserve that finds this proxy empty must never return while one
         // of them still delivers. Detaching them from their channels (which
-        // releases the handlers) happens after unlocking.
+        // releases the handlers) happens after unlocking; so does running
+        // the finalizers of a final teardown (the listener is gone).
+        var finalizers: [(id: Int, action: @Sendable () -> Void)] = []
         let ended = state.withLock { state -> [_Relation] in
-            if final { state.isTornDown = true }
+            if final {
+                state.isTornDown = true
+                swap(&finalizers, &state.finalizers)
+            }
             state.derivedCounts = [:]
             return state.relations.removeAll().filter { $0.markEnded() }
         }
         for relation in ended {
             relation.detachFromObservedSide()
         }
+        for finalizer in finalizers { finalizer.action() }
     }
+
+    /// Runs `action` once the listener is gone — inside its `deinit` for a
+    /// ``SafeObserver``, when the sweep finds it dead otherwise — unless
+    /// ``removeFinalizer(_:)`` comes first. Returns its identity, or `nil`
+    /// if the listener is already gone (the caller then acts at once).
+    func addFinalizer(_ action: @escaping @Sendable () -> Void) -> Int? {
+        state.withLock { state -> Int? in
+            guard !state.isTornDown else { return nil }
+            state.lastFinalizerID += 1
+            state.finalizers.append((state.lastFinalizerID, action))
+            return state.lastFinalizerID
+        }
+    }
+
+    /// Forgets the finalizer `id`. Idempotent.
+    ///
+    /// - Complexity: O(*f*), *f* being the listener's finalizers.
+    func removeFinalizer(_ id: Int) {
+        let removed = state.withLock { state in
+            state.finalizers.firstIndex { $0.id == id }.map { state.finalizers.remove(at: $0) }
+        }
+        _ = removed  // released unlocked: the action's captures may be anything
+    }
+
+    /// How many finalizers wait (tests).
+    var _finalizerCount: Int { state.withLock { $0.finalizers.count } }
 
     /// Finds the proxy of `listener`: its ``ObserverLifetime``'s if it adopts
     /// ``SafeObserver``, the proxy table's otherwise.
