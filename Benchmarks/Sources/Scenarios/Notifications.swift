@@ -10,6 +10,13 @@ extension NotificationName where Payload == Int {
     static let benchmark = NotificationName("SafeObserveBenchmarks.hub")
 }
 
+/// A typed message: Foundation's `NotificationCenter.MainActorMessage`,
+/// delivered synchronously when posted on the main actor.
+struct BenchmarkMessage: NotificationCenter.MainActorMessage {
+    typealias Subject = Sink
+    let value: Int
+}
+
 extension Scenarios {
     static let hubName = NotificationName<Int>.benchmark
     static let centerName = Notification.Name("SafeObserveBenchmarks.center")
@@ -29,6 +36,19 @@ extension Scenarios {
             measure(n) { n in for _ in 0..<n { center.post(name: centerName, object: nil) } }
             center.removeObserver(observer)
             blackHole(sink)
+        },
+        Scenario(operation: "post to 1 observer", peer: "NotificationCenter (typed message)", operationsPerIteration: 1)
+        { n in
+            MainActor.assumeIsolated {
+                let center = NotificationCenter()
+                let sink = Sink()
+                let token = center.addObserver(for: BenchmarkMessage.self) { @MainActor message in
+                    sink.add(message.value)
+                }
+                measure(n) { n in for i in 0..<n { center.post(BenchmarkMessage(value: i)) } }
+                center.removeObserver(token)
+                blackHole(sink)
+            }
         },
         Scenario(operation: "post to 1 observer", peer: "OpenCombine PassthroughSubject", operationsPerIteration: 1) {
             n in
@@ -59,6 +79,20 @@ extension Scenarios {
             measure(n) { n in for _ in 0..<n { center.post(name: centerName, object: nil) } }
             for observer in observers { center.removeObserver(observer) }
             blackHole(sink)
+        },
+        Scenario(
+            operation: "post to 100 observers", peer: "NotificationCenter (typed message)", operationsPerIteration: 100
+        ) { n in
+            MainActor.assumeIsolated {
+                let center = NotificationCenter()
+                let sink = Sink()
+                let tokens = (0..<100).map { _ in
+                    center.addObserver(for: BenchmarkMessage.self) { @MainActor message in sink.add(message.value) }
+                }
+                measure(n) { n in for i in 0..<n { center.post(BenchmarkMessage(value: i)) } }
+                for token in tokens { center.removeObserver(token) }
+                blackHole(sink)
+            }
         },
         Scenario(
             operation: "post to 100 observers", peer: "OpenCombine PassthroughSubject", operationsPerIteration: 100
@@ -117,6 +151,25 @@ extension Scenarios {
             blackHole((sink, senders))
         },
         Scenario(
+            operation: "post from a sender, 1 of 1,000 observers of the name filters on it",
+            peer: "NotificationCenter (typed message)", operationsPerIteration: 1
+        ) { n in
+            MainActor.assumeIsolated {
+                let center = NotificationCenter()
+                let senders = (0..<1_000).map { _ in Sink() }
+                let sink = Sink()
+                let tokens = senders.map { sender in
+                    center.addObserver(of: sender, for: BenchmarkMessage.self) { @MainActor message in
+                        sink.add(message.value)
+                    }
+                }
+                let sender = senders[500]
+                measure(n) { n in for i in 0..<n { center.post(BenchmarkMessage(value: i), subject: sender) } }
+                for token in tokens { center.removeObserver(token) }
+                blackHole((sink, senders))
+            }
+        },
+        Scenario(
             operation: "observe + remove a notification", peer: "SafeObserve NotificationHub", operationsPerIteration: 1
         ) { n in
             let hub = NotificationHub()
@@ -143,6 +196,24 @@ extension Scenarios {
                 }
             }
             blackHole(sink)
+        },
+        Scenario(
+            operation: "observe + remove a notification", peer: "NotificationCenter (typed message)",
+            operationsPerIteration: 1
+        ) { n in
+            MainActor.assumeIsolated {
+                let center = NotificationCenter()
+                let sink = Sink()
+                measure(n) { n in
+                    for _ in 0..<n {
+                        let token = center.addObserver(for: BenchmarkMessage.self) { @MainActor message in
+                            sink.add(message.value)
+                        }
+                        center.removeObserver(token)
+                    }
+                }
+                blackHole(sink)
+            }
         },
         Scenario(
             operation: "observe + remove a notification", peer: "OpenCombine PassthroughSubject",
