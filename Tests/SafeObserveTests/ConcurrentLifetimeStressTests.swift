@@ -3,6 +3,12 @@ import Testing
 
 @testable import SafeObserve
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The model's operations from several threads at once: observing, mutating,
 /// the three removals, token invalidation, and the death of listeners and
 /// objects on threads other than the ones that made them — checked at the
@@ -24,6 +30,51 @@ struct ConcurrentLifetimeStressTests {
         for round in 0..<StressConfig.rounds(100) {
             runRound(seed: UInt64(round) &* 0x9E37_79B9 &+ 17, threads: 4, steps: 400)
         }
+    }
+
+    /// Notification listeners of the three kinds dying on one thread while
+    /// two others post (one from a sender some of them filter on): no handler
+    /// runs for a listener whose deinit began, and every listener and handler
+    /// is released.
+    @Test func notificationListenersDyingDuringPosts_areNeverCalledDead() {
+        let delivered = Atomic<Int>(0)
+        for _ in 0..<StressConfig.rounds(6) {
+            let census = StressCensus()
+            let hub = NotificationHub()
+            let sender = Flag()  // any Sendable object will do as a sender
+            let done = Flag()
+            stressRunConcurrently([
+                { while !done.isSet { hub.post(.stressPing, payload: 1) } },
+                { while !done.isSet { hub.post(.stressPing, payload: 2, from: sender) } },
+                {
+                    for index in 0..<150 {
+                        let listener: ProbeListener =
+                            switch index % 3 {
+                            case 0: ProbePlainListener(census: census)
+                            case 1: ProbeSafeListener(census: census)
+                            default: ProbeTidyListener(census: census)
+                            }
+                        let capture = StressCapture(census: census)
+                        hub.observe(.stressPing, from: index % 2 == 0 ? nil : sender, by: listener, isolation: nil) {
+                            listener, _ in
+                            if listener.isDying.load(ordering: .acquiring) { census.violated() }
+                            capture.count.add(1, ordering: .relaxed)
+                            delivered.add(1, ordering: .relaxed)
+                        }
+                        // Alive while the posters run a little, then released
+                        // here, most likely in the middle of a post.
+                        for _ in 0..<(index % 7) { sched_yield() }
+                    }
+                    done.set()
+                },
+            ])
+            #expect(census.violations.load(ordering: .relaxed) == 0, "a handler ran for a dying listener")
+            #expect(census.listeners.liveCount == 0, "a listener leaked")
+            withExtendedLifetime(hub) {}
+            _ProxyTable.sweepAll()  // the plain listeners' relations end by the sweep too
+            #expect(settles { census.captures.liveCount == 0 }, "a handler (and its captures) leaked")
+        }
+        #expect(delivered.load(ordering: .relaxed) > 0, "no post reached a live listener")
     }
 
     private func runRound(seed: UInt64, threads: Int, steps: Int) {
@@ -131,6 +182,21 @@ struct ConcurrentLifetimeStressTests {
 }
 
 /// Deinit counters and the violation count of one round.
+extension NotificationName where Payload == Int {
+    fileprivate static let stressPing = NotificationName("ConcurrentLifetimeStressTests.ping")
+}
+
+/// What a notification handler captures, counted by the census.
+private final class StressCapture: Sendable {
+    let census: StressCensus
+    let count = Atomic<Int>(0)
+    init(census: StressCensus) {
+        self.census = census
+        census.captures.didInit()
+    }
+    deinit { census.captures.didDeinit() }
+}
+
 private final class StressCensus: Sendable {
     let objects = LifetimeCounter()
     let listeners = LifetimeCounter()
