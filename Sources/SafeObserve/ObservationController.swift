@@ -82,7 +82,7 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     /// The listener every relation of this controller belongs to.
     let relay: Relay
 
-    private let state = _Mutex(State())
+    private let state = _Mutex(_ControllerBook())
 
     /// Creates a controller for `observer`.
     ///
@@ -151,8 +151,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///     default), or `nil` for synchronous delivery on any thread.
     ///   - changeHandler: Called while the observer is alive, where
     ///     `isolation` says.
-    /// - Complexity: O(*n*) in the relations of this controller (its
-    ///   bookkeeping of observed objects takes a snapshot of them).
+    /// - Complexity: O(*k*) expected, *k* being the key paths this controller
+    ///   observes on `object`.
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -183,8 +183,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - isolation: The actor callbacks are isolated to (the caller's by
     ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer, such as `InboxBadge.refresh`.
-    /// - Complexity: O(*n*) in the relations of this controller (its
-    ///   bookkeeping of observed objects takes a snapshot of them).
+    /// - Complexity: O(*k*) expected, *k* being the key paths this controller
+    ///   observes on `object`.
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -214,8 +214,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - isolation: The actor callbacks are isolated to (the caller's by
     ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer taking the change.
-    /// - Complexity: O(*n*) in the relations of this controller (its
-    ///   bookkeeping of observed objects takes a snapshot of them).
+    /// - Complexity: O(*k*) expected, *k* being the key paths this controller
+    ///   observes on `object`.
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -245,8 +245,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - isolation: The actor callbacks are isolated to (the caller's by
     ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer taking the change and the object.
-    /// - Complexity: O(*n*) in the relations of this controller (its
-    ///   bookkeeping of observed objects takes a snapshot of them).
+    /// - Complexity: O(*k*) expected, *k* being the key paths this controller
+    ///   observes on `object`.
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -275,8 +275,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - options: What the change carries; `[.new]` by default.
     ///   - isolation: The actor callbacks are isolated to (the caller's by
     ///     default), or `nil` for synchronous delivery on any thread.
-    /// - Complexity: O(*n*) in the relations of this controller (its
-    ///   bookkeeping of observed objects takes a snapshot of them).
+    /// - Complexity: O(*k*) expected, *k* being the key paths this controller
+    ///   observes on `object`.
     public func observe<Object: SafeObservable, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -318,8 +318,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///     default), or `nil` for synchronous delivery on any thread.
     ///   - changeHandler: Called while the observer is alive, where
     ///     `isolation` says.
-    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
-    ///   paths this controller observes on `object` and *n* its relations.
+    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
@@ -344,8 +344,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - isolation: The actor callbacks are isolated to (the caller's by
     ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer, such as `AccountView.reload`.
-    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
-    ///   paths this controller observes on `object` and *n* its relations.
+    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
@@ -373,8 +373,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - isolation: The actor callbacks are isolated to (the caller's by
     ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer taking the change.
-    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
-    ///   paths this controller observes on `object` and *n* its relations.
+    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
@@ -402,8 +402,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - isolation: The actor callbacks are isolated to (the caller's by
     ///     default), or `nil` for synchronous delivery on any thread.
     ///   - action: An unbound method of the observer taking the change and the object.
-    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
-    ///   paths this controller observes on `object` and *n* its relations.
+    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
@@ -427,8 +427,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - options: What each change carries; `[.new]` by default.
     ///   - isolation: The actor callbacks are isolated to (the caller's by
     ///     default), or `nil` for synchronous delivery on any thread.
-    /// - Complexity: O(*p* · *k* + *n*) for *p* key paths, *k* being the key
-    ///   paths this controller observes on `object` and *n* its relations.
+    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
     public func observe<Object: SafeObservable, each Value>(
         _ object: Object,
         keyPaths: repeat KeyPath<Object, each Value>,
@@ -454,7 +454,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     /// - Parameters:
     ///   - object: The observed object.
     ///   - keyPath: The key path to stop observing.
-    /// - Complexity: O(*n*) in the relations of this controller.
+    /// - Complexity: O(*k*) expected, *k* being the key paths this controller
+    ///   observes on `object`.
     public func unobserve<Object: SafeObservable, Value>(_ object: Object, keyPath: KeyPath<Object, Value>) {
         object.safeUnobserve(keyPath, by: relay)
         settle([ObjectIdentifier(object)], cancelling: false)
@@ -471,7 +472,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     /// ```
     ///
     /// - Parameter object: The observed object.
-    /// - Complexity: O(*n*) in the relations of this controller.
+    /// - Complexity: O(*k*) expected, *k* being the key paths this controller
+    ///   observes on `object`.
     public func unobserve(_ object: some SafeObservable) {
         object.safeUnobserve(by: relay)
         settle([ObjectIdentifier(object)], cancelling: true)
@@ -559,24 +561,6 @@ extension ObservationController {
         }
     }
 
-    /// Per observed object: the retained object, the registrations in flight
-    /// and a cancellation epoch. An entry exists only while an `observe` call
-    /// on the object is in flight or the object is retained, so entries for
-    /// dead objects never accumulate.
-    struct Entry {
-        /// The observed object, when ``retainsObserved`` and it is not the observer.
-        var object: AnyObject?
-        /// `observe` calls on the object that have not returned yet.
-        var inFlight = 0
-        /// Bumped by `unobserve(_:)` and `unobserveAll()`, to cancel the rest
-        /// of an `observe(_:keyPaths:…)` call in flight.
-        var epoch = 0
-    }
-
-    struct State {
-        var objects: [ObjectIdentifier: Entry] = [:]
-    }
-
     /// Brackets registrations on `object`: retains it (if asked) before, and
     /// releases it after if no relation on it remains.
     ///
@@ -590,41 +574,32 @@ extension ObservationController {
         let retains = retainsObserved && object !== observer
         let id = ObjectIdentifier(object)
         let epoch = state.withLock { state in
-            state.objects[id, default: Entry()].inFlight += 1
+            state.objects[id, default: _ControllerBook.Entry()].inFlight += 1
             if retains { state.objects[id]!.object = object }
             return state.objects[id]!.epoch
         }
         body { self.state.withLock { $0.objects[id]?.epoch != epoch } }
-        state.withLock { $0.objects[id]!.inFlight -= 1 }
+        state.withLock { state in
+            state.objects[id]!.inFlight -= 1
+            state.objects[id]!.generation += 1
+        }
         settle([id], cancelling: false)
     }
 
     /// Drops the table entries of `ids` (or of every object, for `nil`) that
     /// have no registration in flight and retain nothing still observed,
     /// releasing their objects after unlocking.
+    ///
+    /// Three steps, so that no lock is taken inside another: under the
+    /// controller's lock, the candidates and their generations; unlocked,
+    /// whether the relay still has a relation on each retained one (its
+    /// proxy's lock); under the controller's lock again, the candidates
+    /// whose entry did not change meanwhile are dropped (a registration
+    /// that returned in between settles the object itself).
+    ///
+    /// - Complexity: O(*k*) per object, *k* being its relations here.
     private func settle(_ ids: [ObjectIdentifier]?, cancelling: Bool) {
-        let released: ([AnyObject], [ObservationToken]) = state.withLock { state in
-            // SafeObserve takes its listener's lock inside ours, never the
-            // reverse (it calls no code of ours while holding a lock), and the
-            // relay's relations change only through this controller, so this
-            // snapshot is exact while we hold our lock.
-            let tokens = SafeObservation.relations(observedBy: relay)
-            let observed = Set(tokens.compactMap(\.observedObjectID))
-            var released: [AnyObject] = []
-            for id in ids ?? Array(state.objects.keys) {
-                guard var entry = state.objects[id] else { continue }
-                if cancelling { entry.epoch += 1 }
-                if entry.inFlight == 0 && (entry.object == nil || !observed.contains(id)) {
-                    state.objects[id] = nil
-                    if let object = entry.object { released.append(object) }
-                } else {
-                    state.objects[id] = entry
-                }
-            }
-            // Released unlocked: an observed object's deinit is user code.
-            return (released, tokens)
-        }
-        _ = released
+        _ControllerBook.settle(state, relay: relay, ids, cancelling: cancelling)
     }
 
     private func register<Object: SafeObservable, Value>(
@@ -728,5 +703,81 @@ extension ObservationController {
         { observer, object, change in
             (observer as? any ObservationControllerDelegate)?.observationController(didObserve: change, of: object)
         }
+    }
+}
+
+/// A controller's bookkeeping of the objects it observes: not generic, so
+/// that nothing in it instantiates metadata at run time.
+struct _ControllerBook {
+    /// Per observed object: the retained object, the registrations in
+    /// flight, a cancellation epoch and a generation. An entry exists only
+    /// while an `observe` call on the object is in flight or the object is
+    /// retained, so entries for dead objects never accumulate.
+    struct Entry {
+        /// The observed object, when the controller retains it (and it is
+        /// not the observer).
+        var object: AnyObject?
+        /// `observe` calls on the object that have not returned yet.
+        var inFlight = 0
+        /// Bumped by `unobserve(_:)` and `unobserveAll()`, to cancel the
+        /// rest of an `observe(_:keyPaths:…)` call in flight.
+        var epoch = 0
+        /// Bumped when an `observe` call on the object returns: a settle
+        /// that looked for the object's relations before then looks again.
+        var generation = 0
+    }
+
+    /// An entry that may be dropped, as it was when `settle` looked.
+    struct SettleCandidate {
+        let id: ObjectIdentifier
+        let generation: Int
+        /// Whether the entry retains its object (then it is dropped only if
+        /// no relation on the object remains).
+        let retains: Bool
+    }
+
+    var objects: [ObjectIdentifier: Entry] = [:]
+
+    /// Bumps the epochs of `ids` (every object for `nil`) if `cancelling`;
+    /// returns those with no registration in flight.
+    mutating func settleCandidates(_ ids: [ObjectIdentifier]?, cancelling: Bool) -> [SettleCandidate] {
+        var candidates: [SettleCandidate] = []
+        for id in ids ?? Array(objects.keys) {
+            guard let entry = objects[id] else { continue }
+            if cancelling { objects[id]!.epoch += 1 }
+            guard entry.inFlight == 0 else { continue }
+            candidates.append(SettleCandidate(id: id, generation: entry.generation, retains: entry.object != nil))
+        }
+        return candidates
+    }
+
+    /// Drops the entries of `candidates` that did not change since; returns
+    /// their objects, to release after unlocking.
+    mutating func drop(_ candidates: [SettleCandidate]) -> [AnyObject] {
+        var released: [AnyObject] = []
+        for candidate in candidates {
+            guard let entry = objects[candidate.id], entry.inFlight == 0, entry.generation == candidate.generation
+            else { continue }
+            objects[candidate.id] = nil
+            if let object = entry.object { released.append(object) }
+        }
+        return released
+    }
+
+    /// Settles `ids` (every object for `nil`) of the book `book`, whose
+    /// relations `relay` holds; see `ObservationController.settle`.
+    static func settle(
+        _ book: borrowing _Mutex<_ControllerBook>, relay: AnyObject, _ ids: [ObjectIdentifier]?, cancelling: Bool
+    ) {
+        let candidates = book.withLock { $0.settleCandidates(ids, cancelling: cancelling) }
+        guard !candidates.isEmpty else { return }
+        let proxy = _ListenerProxy.of(relay, create: false)
+        let unobserved = candidates.filter { candidate in
+            !candidate.retains || !(proxy?.hasRelation(on: candidate.id) ?? false)
+        }
+        guard !unobserved.isEmpty else { return }
+        let released = book.withLock { $0.drop(unobserved) }
+        // Released unlocked: an observed object's deinit is user code.
+        _ = released
     }
 }

@@ -248,7 +248,52 @@ public enum Scenarios {
     /// The scenarios `InstructionCounts list` numbers.
     public static let all: [Scenario] =
         setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling + chains + rebinding
-        + cliffs + notifications
+        + cliffs + notifications + controller
+
+    // (issue 16) The controller's bookkeeping stays O(k) in the key paths of
+    // the one object, whatever else it observes.
+    static let controller: [Scenario] = [
+        Scenario(
+            operation: "controller observe + unobserve", peer: "SafeObserve, no other relation",
+            operationsPerIteration: 1
+        ) { n in
+            let owner = Sink()
+            let controller = ObservationController(observer: owner)
+            let model = SafeModel()
+            measure(n) { n in
+                for _ in 0..<n {
+                    controller.observe(model, keyPath: \.value, isolation: nil) { owner, _, change in
+                        owner.add(change.newValue!)
+                    }
+                    controller.unobserve(model, keyPath: \.value)
+                }
+            }
+            blackHole((controller, owner))
+        },
+        Scenario(
+            operation: "controller observe + unobserve", peer: "SafeObserve, 10,000 other relations",
+            operationsPerIteration: 1
+        ) { n in
+            let owner = Sink()
+            let controller = ObservationController(observer: owner)
+            let others = (0..<10_000).map { _ in SafeModel() }
+            for other in others {
+                controller.observe(other, keyPath: \.value, isolation: nil) { owner, _, change in
+                    owner.add(change.newValue!)
+                }
+            }
+            let model = SafeModel()
+            measure(n) { n in
+                for _ in 0..<n {
+                    controller.observe(model, keyPath: \.value, isolation: nil) { owner, _, change in
+                        owner.add(change.newValue!)
+                    }
+                    controller.unobserve(model, keyPath: \.value)
+                }
+            }
+            blackHole((controller, owner, others))
+        },
+    ]
 
     // (issue 13) Patterns whose cost must stay proportional to live relations.
     static let cliffs: [Scenario] = [

@@ -356,6 +356,17 @@ final class _ListenerProxy: Sendable {
         _ = removed  // released unlocked: the action's captures may be anything
     }
 
+    /// Whether the listener still has a relation on `object` (single
+    /// properties are filed under the object, derived key paths counted).
+    ///
+    /// - Complexity: O(*k*) expected, *k* being the listener's relations on
+    ///   `object`.
+    func hasRelation(on object: ObjectIdentifier) -> Bool {
+        state.withLock { state in
+            state.derivedCounts[object] != nil || state.relations.first(under: object, { _ in true }) != nil
+        }
+    }
+
     /// How many finalizers wait (tests).
     var _finalizerCount: Int { state.withLock { $0.finalizers.count } }
 
