@@ -67,9 +67,9 @@ import Synchronization
 /// or an `unobserve` returns, no further callback starts for the relations it
 /// ended; a callback already running on another thread may finish.
 public final class ObservationController<Observer: AnyObject>: CustomDebugStringConvertible, @unchecked Sendable {
-    // @unchecked Sendable: the only mutable state is `state`, reached only
-    // inside `withLock`; `relay` and `retainsObserved` are immutable, and the
-    // observer is reached only through the relay's weak reference.
+    // @unchecked Sendable: `core` is immutable and Sendable; the observer is
+    // reached only through the relay's weak reference, and handed only to
+    // callbacks, where the `observe` call's isolation says.
 
     /// Whether the controller keeps the objects it observes alive.
     ///
@@ -77,12 +77,17 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     /// let controller = ObservationController(observer: self, retainsObserved: false)
     /// assert(!controller.retainsObserved)
     /// ```
-    public let retainsObserved: Bool
+    public var retainsObserved: Bool { core.retainsObserved }
+
+    /// The relay, the bookkeeping and the option, shared by every
+    /// controller of one ``ObservationControllerOwner`` whatever its static
+    /// type; the relations end when the last of them goes.
+    let core: _ControllerCore
 
     /// The listener every relation of this controller belongs to.
-    let relay: Relay
+    var relay: _ControllerRelay { core.relay }
 
-    private let state = _Mutex(_ControllerBook())
+    private var state: _Mutex<_ControllerBook> { core.book }
 
     /// Creates a controller for `observer`.
     ///
@@ -99,23 +104,19 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - retainsObserved: Whether observed objects are kept alive until
     ///     unobserved; `true` by default, as in KVOController.
     public init(observer: Observer, retainsObserved: Bool = true) {
-        self.retainsObserved = retainsObserved
-        relay = Relay(observer)
+        core = _ControllerCore(observer: observer, retainsObserved: retainsObserved)
     }
 
     /// A controller whose observer is gone before it was created (see
     /// ``ObservationControllerOwner``): it observes nothing.
     init(detachedWithRetainsObserved retainsObserved: Bool) {
-        self.retainsObserved = retainsObserved
-        relay = Relay(nil)
+        core = _ControllerCore(observer: nil, retainsObserved: retainsObserved)
     }
 
-    deinit {
-        // Callbacks still running elsewhere see the flag; none starts after this.
-        relay.isEnabled.store(false, ordering: .releasing)
-        // Synchronous even if a delivery elsewhere holds the relay for a moment.
-        SafeObservation.removeAll(observedBy: relay)
-        // `state` (and the observed objects it retains) is released after this body.
+    /// A controller of `core`'s observer (an ``ObservationControllerOwner``
+    /// seen through another static type): the same relations.
+    init(sharing core: _ControllerCore) {
+        self.core = core
     }
 
     /// The observer, while it is alive.
@@ -124,7 +125,16 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     /// assert(controller.observer === badge)
     /// ```
     public var observer: Observer? {
-        relay.observer
+        relay.observer.map(Self.typed)
+    }
+
+    /// The core's observer as this controller's `Observer`.
+    private static func typed(_ observer: AnyObject) -> Observer {
+        // unsafeDowncast: a core's observer is the `observer` of the
+        // controller that made it, or an owner whose dynamic type is every
+        // `Observer` its storage makes a controller for (its class or a
+        // superclass of it).
+        unsafeDowncast(observer, to: Observer.self)
     }
 
     // MARK: One key path
@@ -546,21 +556,6 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
 // MARK: - Implementation
 
 extension ObservationController {
-    /// The listener every relation belongs to: the observer-owned face of
-    /// SafeObserve's listener proxy. Its `ObserverLifetime` ends the
-    /// relations when the controller releases it.
-    final class Relay: SafeObserver {
-        let observerLifetime = ObserverLifetime()
-        /// Written once, in `init`; weak loads are atomic.
-        private(set) weak var observer: Observer?
-        /// Cleared when the controller begins its `deinit`.
-        let isEnabled = Atomic<Bool>(true)
-
-        init(_ observer: Observer?) {
-            self.observer = observer
-        }
-    }
-
     /// Brackets registrations on `object`: retains it (if asked) before, and
     /// releases it after if no relation on it remains.
     ///
@@ -647,10 +642,10 @@ extension ObservationController {
     /// Drops deliveries once the controller began its `deinit` or the observer died.
     private static func delivering<Root: AnyObject, Value>(
         to body: @escaping (Observer, Root, ObservedChange<Value>) -> Void
-    ) -> (Relay, Root, ObservedChange<Value>) -> Void {
+    ) -> (_ControllerRelay, Root, ObservedChange<Value>) -> Void {
         { relay, object, change in
             guard relay.isEnabled.load(ordering: .acquiring), let observer = relay.observer else { return }
-            body(observer, object, change)
+            body(typed(observer), object, change)
         }
     }
 
@@ -703,6 +698,41 @@ extension ObservationController {
         { observer, object, change in
             (observer as? any ObservationControllerDelegate)?.observationController(didObserve: change, of: object)
         }
+    }
+}
+
+/// The listener every relation of a controller belongs to: the
+/// observer-owned face of SafeObserve's listener proxy. Its
+/// `ObserverLifetime` ends the relations when the controller's core goes.
+final class _ControllerRelay: SafeObserver {
+    let observerLifetime = ObserverLifetime()
+    weak let observer: AnyObject?
+    /// Cleared when the core begins its `deinit`.
+    let isEnabled = Atomic<Bool>(true)
+
+    init(_ observer: AnyObject?) {
+        self.observer = observer
+    }
+}
+
+/// What the controllers of one observer share (one, unless the observer is
+/// an ``ObservationControllerOwner`` seen through several static types).
+final class _ControllerCore {
+    let retainsObserved: Bool
+    let relay: _ControllerRelay
+    let book = _Mutex(_ControllerBook())
+
+    init(observer: AnyObject?, retainsObserved: Bool) {
+        self.retainsObserved = retainsObserved
+        relay = _ControllerRelay(observer)
+    }
+
+    deinit {
+        // Callbacks still running elsewhere see the flag; none starts after this.
+        relay.isEnabled.store(false, ordering: .releasing)
+        // Synchronous even if a delivery elsewhere holds the relay for a moment.
+        SafeObservation.removeAll(observedBy: relay)
+        // `book` (and the observed objects it retains) is released after this body.
     }
 }
 

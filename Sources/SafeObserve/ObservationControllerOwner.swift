@@ -43,9 +43,10 @@ extension ObservationControllerOwner {
     /// issue #46).
     ///
     /// - Note: The controller is typed by the static type of `self` at the
-    ///   call site. In a class hierarchy, code in a superclass and code in a
-    ///   subclass therefore use two controllers (both owned by the object);
-    ///   `final` owners have exactly one.
+    ///   call site, but there is one per object: code in a superclass and
+    ///   code in a subclass see the same relations, so `unobserveAll()` in
+    ///   either ends them all, and observing the same key path from both is
+    ///   one relation.
     /// - Complexity: O(1).
     public var observationController: ObservationController<Self> {
         observationControllerStorage.controller(for: self)
@@ -64,7 +65,10 @@ public final class ObservationControllerStorage: Sendable {
     /// only; the storage dies with its owner), and one controller per static
     /// owner type (see ``ObservationControllerOwner/observationController``),
     /// keyed by the identity of that type.
-    private let state = _Mutex<(owner: UInt?, controllers: [ObjectIdentifier: AnyObject])>((nil, [:]))
+    /// The owner's address, the controllers' shared core, and one
+    /// controller per static type the owner was seen through.
+    private let state = _Mutex<(owner: UInt?, core: _ControllerCore?, controllers: [ObjectIdentifier: AnyObject])>(
+        (nil, nil, [:]))
 
     /// Creates empty storage; the controller is created on first use.
     ///
@@ -82,9 +86,16 @@ public final class ObservationControllerStorage: Sendable {
         let (controller, isShared) = state.withLock { state -> (AnyObject?, Bool) in
             if let first = state.owner, first != ownerAddress { return (nil, true) }
             if let existing = state.controllers[key] { return (existing, false) }
+            if let core = state.core {
+                // The owner seen through another static type: the same core.
+                let created = ObservationController<Owner>(sharing: core)
+                state.controllers[key] = created
+                return (created, false)
+            }
             if _swift_isDeallocating(owner) { return (nil, false) }
             let created = ObservationController(observer: owner)
             state.owner = ownerAddress
+            state.core = created.core
             state.controllers[key] = created
             return (created, false)
         }

@@ -592,3 +592,87 @@ final class SelfObservingOwner: SafeObservable, ObservationControllerOwner {
 
     func countDidChange() { changes += 1 }
 }
+
+/// An owner class with a subclass: its controller is reached through either
+/// static type (inside the class, `self` has the dynamic `Self` type; code
+/// holding a `HierarchyOwnerBase` reference sees that type).
+class HierarchyOwnerBase: ObservationControllerOwner {
+    let observationControllerStorage = ObservationControllerStorage()
+    var seen: [String] = []
+    let lifetime: LifetimeCounter?
+
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+
+    deinit { lifetime?.didDeinit() }
+}
+
+final class HierarchyOwner: HierarchyOwnerBase {}
+
+/// Code that knows the owner as its superclass.
+private func watchAsBase(_ owner: HierarchyOwnerBase, _ counter: Counter) {
+    owner.observationController.observe(counter, keyPath: \.count) { owner, _, change in
+        owner.seen.append("base \(change.newValue!)")
+    }
+}
+
+/// Code that knows the owner as its subclass.
+private func watchAsSubclass(_ owner: HierarchyOwner, _ counter: Counter) {
+    owner.observationController.observe(counter, keyPath: \.count) { owner, _, change in
+        owner.seen.append("subclass \(change.newValue!)")
+    }
+}
+
+@Suite("ObservationControllerOwner in a class hierarchy")
+struct ObservationControllerOwnerHierarchyTests {
+    @Test func superclassAndSubclassTypedCode_shareOneControllersRelations() {
+        let owner = HierarchyOwner()
+        let counter = Counter()
+        watchAsBase(owner, counter)
+        watchAsSubclass(owner, counter)  // the same key path: a dedupe hit
+        #expect(SafeObservation.relations(of: counter).count == 1)
+        counter.count = 1
+        #expect(owner.seen == ["base 1"], "one relation, the first handler")
+        (owner as HierarchyOwnerBase).observationController.unobserveAll()
+        #expect(SafeObservation.relations(of: counter).isEmpty, "unobserveAll through the superclass missed some")
+        watchAsSubclass(owner, counter)
+        (owner as HierarchyOwnerBase).observationController.unobserve(counter)
+        #expect(SafeObservation.relations(of: counter).isEmpty)
+    }
+
+    @Test func unobserveAllThroughTheSuperclass_releasesWhatTheSubclassObserved() {
+        let owner = HierarchyOwner()
+        let counterLifetime = LifetimeCounter()
+        weak var weakCounter: Counter?
+        do {
+            let counter = Counter(lifetime: counterLifetime)
+            weakCounter = counter
+            watchAsSubclass(owner, counter)
+        }
+        #expect(weakCounter != nil, "the controller retains what it observes")
+        (owner as HierarchyOwnerBase).observationController.unobserveAll()
+        #expect(weakCounter == nil, "unobserveAll through the superclass released the subclass's object")
+        #expect(counterLifetime.deinitCount == 1)
+    }
+
+    @Test func theOwnersDeath_endsTheRelationsMadeThroughEitherType() {
+        let ownerLifetime = LifetimeCounter()
+        let counter = Counter()
+        let other = Counter()
+        weak var weakOwner: HierarchyOwner?
+        do {
+            let owner = HierarchyOwner(lifetime: ownerLifetime)
+            weakOwner = owner
+            watchAsBase(owner, counter)
+            watchAsSubclass(owner, other)
+            #expect(owner.observationController.observer === owner)
+            #expect((owner as HierarchyOwnerBase).observationController.observer === owner)
+        }
+        #expect(weakOwner == nil)
+        #expect(ownerLifetime.deinitCount == 1)
+        #expect(SafeObservation.relations(of: counter).isEmpty)
+        #expect(SafeObservation.relations(of: other).isEmpty)
+    }
+}
