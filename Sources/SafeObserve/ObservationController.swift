@@ -269,36 +269,6 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         }
     }
 
-    /// Observes `keyPath` of `object`, delivering to the observer's
-    /// ``ObservationControllerDelegate`` method.
-    ///
-    /// ```swift
-    /// controller.observe(inbox, keyPath: \.unread)   // badge adopts ObservationControllerDelegate
-    /// ```
-    ///
-    /// An observer that does not adopt ``ObservationControllerDelegate`` is a
-    /// programmer error: debug builds stop, release builds ignore the call.
-    ///
-    /// - Parameters:
-    ///   - object: The object to observe; retained if ``retainsObserved``.
-    ///   - keyPath: An `@Observed` property of `object`.
-    ///   - options: What the change carries; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for synchronous delivery on any thread.
-    /// - Complexity: O(*k*) expected, *k* being the key paths this controller
-    ///   observes on `object`.
-    public func observe<Object: SafeObservable, Value>(
-        _ object: Object,
-        keyPath: KeyPath<Object, Value>,
-        options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation
-    ) {
-        guard observerIsDelegate() else { return }
-        withRegistration(of: object) { _ in
-            registerErased(object, keyPath, options, isolation, Self.notifyingDelegate())
-        }
-    }
-
     // MARK: Several key paths
 
     /// Observes several key paths of `object` with one handler; each change
@@ -330,14 +300,15 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///     `isolation` says.
     /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
     ///   key paths this controller observes on `object`.
-    public func observe<Object: SafeObservable, each Value>(
+    public func observe<Object: SafeObservable, First, each Value>(
         _ object: Object,
-        keyPaths: repeat KeyPath<Object, each Value>,
+        keyPaths firstKeyPath: KeyPath<Object, First>,
+        _ keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
         isolation: isolated (any Actor)? = #isolation,
         changeHandler: @escaping (Observer, Object, ObservedKeyPathChange<Object>) -> Void
     ) {
-        observeEach(object, repeat each keyPaths, options: options, isolation: isolation, changeHandler)
+        observeEach(object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation, changeHandler)
     }
 
     /// Observes several key paths of `object`, calling an unbound method of
@@ -356,14 +327,17 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - action: An unbound method of the observer, such as `AccountView.reload`.
     /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
     ///   key paths this controller observes on `object`.
-    public func observe<Object: SafeObservable, each Value>(
+    public func observe<Object: SafeObservable, First, each Value>(
         _ object: Object,
-        keyPaths: repeat KeyPath<Object, each Value>,
+        keyPaths firstKeyPath: KeyPath<Object, First>,
+        _ keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
         isolation: isolated (any Actor)? = #isolation,
         action: @escaping (Observer) -> () -> Void
     ) {
-        observeEach(object, repeat each keyPaths, options: options, isolation: isolation, Self.callingErased(action))
+        observeEach(
+            object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation,
+            Self.callingErased(action))
     }
 
     /// Observes several key paths of `object`, calling an unbound method of
@@ -385,14 +359,17 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - action: An unbound method of the observer taking the change.
     /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
     ///   key paths this controller observes on `object`.
-    public func observe<Object: SafeObservable, each Value>(
+    public func observe<Object: SafeObservable, First, each Value>(
         _ object: Object,
-        keyPaths: repeat KeyPath<Object, each Value>,
+        keyPaths firstKeyPath: KeyPath<Object, First>,
+        _ keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
         isolation: isolated (any Actor)? = #isolation,
         action: @escaping (Observer) -> (ObservedKeyPathChange<Object>) -> Void
     ) {
-        observeEach(object, repeat each keyPaths, options: options, isolation: isolation, Self.callingErased(action))
+        observeEach(
+            object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation,
+            Self.callingErased(action))
     }
 
     /// Observes several key paths of `object`, calling an unbound method of
@@ -414,39 +391,17 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     ///   - action: An unbound method of the observer taking the change and the object.
     /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
     ///   key paths this controller observes on `object`.
-    public func observe<Object: SafeObservable, each Value>(
+    public func observe<Object: SafeObservable, First, each Value>(
         _ object: Object,
-        keyPaths: repeat KeyPath<Object, each Value>,
+        keyPaths firstKeyPath: KeyPath<Object, First>,
+        _ keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
         isolation: isolated (any Actor)? = #isolation,
         action: @escaping (Observer) -> (ObservedKeyPathChange<Object>, Object) -> Void
     ) {
-        observeEach(object, repeat each keyPaths, options: options, isolation: isolation, Self.callingErased(action))
-    }
-
-    /// Observes several key paths of `object`, delivering each change to the
-    /// observer's ``ObservationControllerDelegate`` method.
-    ///
-    /// ```swift
-    /// controller.observe(account, keyPaths: \.balance, \.owner)
-    /// ```
-    ///
-    /// - Parameters:
-    ///   - object: The object to observe; retained if ``retainsObserved``.
-    ///   - keyPaths: `@Observed` properties of `object`.
-    ///   - options: What each change carries; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for synchronous delivery on any thread.
-    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
-    ///   key paths this controller observes on `object`.
-    public func observe<Object: SafeObservable, each Value>(
-        _ object: Object,
-        keyPaths: repeat KeyPath<Object, each Value>,
-        options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation
-    ) {
-        guard observerIsDelegate() else { return }
-        observeEach(object, repeat each keyPaths, options: options, isolation: isolation, Self.notifyingDelegate())
+        observeEach(
+            object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation,
+            Self.callingErased(action))
     }
 
     // MARK: Unobserving
@@ -553,6 +508,75 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     }
 }
 
+// MARK: - Delegate deliveries
+
+/// The overloads with neither a handler nor an action deliver to the
+/// observer's ``ObservationControllerDelegate`` method, so they exist only for
+/// observers that adopt it: observing without a callback on any other
+/// observer does not compile (KVOController rejected it at run time).
+extension ObservationController where Observer: ObservationControllerDelegate {
+    /// Delivers to the observer's delegate method.
+    private static func notifyingDelegate<Root: AnyObject>() -> (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+        { observer, object, change in observer.observationController(didObserve: change, of: object) }
+    }
+
+    /// Observes `keyPath` of `object`, delivering to the observer's
+    /// ``ObservationControllerDelegate`` method.
+    ///
+    /// ```swift
+    /// controller.observe(inbox, keyPath: \.unread)   // badge adopts ObservationControllerDelegate
+    /// ```
+    ///
+    /// Available only when `Observer` adopts ``ObservationControllerDelegate``:
+    /// observing without a callback on any other observer does not compile.
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPath: An `@Observed` property of `object`.
+    ///   - options: What the change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
+    /// - Complexity: O(*k*) expected, *k* being the key paths this controller
+    ///   observes on `object`.
+    public func observe<Object: SafeObservable, Value>(
+        _ object: Object,
+        keyPath: KeyPath<Object, Value>,
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)? = #isolation
+    ) {
+        withRegistration(of: object) { _ in
+            registerErased(object, keyPath, options, isolation, Self.notifyingDelegate())
+        }
+    }
+
+    /// Observes several key paths of `object`, delivering each change to the
+    /// observer's ``ObservationControllerDelegate`` method.
+    ///
+    /// ```swift
+    /// controller.observe(account, keyPaths: \.balance, \.owner)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The object to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: `@Observed` properties of `object`.
+    ///   - options: What each change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
+    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
+    public func observe<Object: SafeObservable, First, each Value>(
+        _ object: Object,
+        keyPaths firstKeyPath: KeyPath<Object, First>,
+        _ keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)? = #isolation
+    ) {
+        observeEach(
+            object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation, Self.notifyingDelegate()
+        )
+    }
+}
+
 // MARK: - Implementation
 
 extension ObservationController {
@@ -627,18 +651,6 @@ extension ObservationController {
         register(object, keyPath, options, isolation, Self.erasing(keyPath, body))
     }
 
-    /// Whether the observer can receive delegate deliveries; reports it if not.
-    private func observerIsDelegate() -> Bool {
-        guard let observer = relay.observer else { return false }
-        guard observer is any ObservationControllerDelegate else {
-            _Diagnostics.reportProgrammerError(
-                "SafeObserve: ObservationController<\(Observer.self)> observed without a handler or an action, "
-                    + "but \(type(of: observer)) does not adopt ObservationControllerDelegate")
-            return false
-        }
-        return true
-    }
-
     /// Drops deliveries once the controller began its `deinit` or the observer died.
     private static func delivering<Root: AnyObject, Value>(
         to body: @escaping (Observer, Root, ObservedChange<Value>) -> Void
@@ -692,13 +704,6 @@ extension ObservationController {
         { observer, object, change in action(observer)(change, object) }
     }
 
-    private static func notifyingDelegate<Root: AnyObject>()
-        -> (Observer, Root, ObservedKeyPathChange<Root>) -> Void
-    {
-        { observer, object, change in
-            (observer as? any ObservationControllerDelegate)?.observationController(didObserve: change, of: object)
-        }
-    }
 }
 
 /// The listener every relation of a controller belongs to: the

@@ -163,23 +163,6 @@ struct ObservationControllerTests {
             ])
     }
 
-    @Test func noHandlerAndNoAction_onANonDelegateObserver_isReported_andObservesNothing() {
-        let counter = Counter()
-        let observer = PlainObserver()
-        let controller = ObservationController(observer: observer)
-        let messages = EventLog()
-        _Diagnostics.withHandler {
-            messages.record($0)
-        } body: {
-            controller.observe(counter, keyPath: \.count)
-            controller.observe(counter, keyPaths: \.count, \.title)
-        }
-        #expect(messages.entries.count == 2)
-        #expect(messages.entries.allSatisfy { $0.contains("ObservationControllerDelegate") })
-        #expect(controller.relations.isEmpty)
-        #expect(controller._trackedObjectCount == 0)
-    }
-
     @Test func keyPathThatIsNotObserved_isReported_andRetainsNothing() {
         let observed = LifetimeCounter()
         let observer = ControllerObserver()

@@ -41,9 +41,6 @@ class ControllerObserver: ObservationControllerDelegate, ObservationControllerOw
 /// A final owner, so `observationController` has one static type.
 final class FinalControllerObserver: ControllerObserver {}
 
-/// An observer that does not adopt ObservationControllerDelegate.
-final class PlainObserver {}
-
 /// Formats a type-erased change: "count old->new flags".
 func describe<Root>(_ change: ObservedKeyPathChange<Root>) -> String {
     let new = change.newValue.map { "\($0)" } ?? "nil"

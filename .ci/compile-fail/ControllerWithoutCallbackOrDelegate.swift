@@ -1,0 +1,16 @@
+// Must NOT compile: observing without a handler or an action delivers to the
+// observer's ObservationControllerDelegate method, so the observer must adopt it.
+// .ci/run type-checks this file and expects the message below.
+// expected-error: requires that 'Badge' conform to 'ObservationControllerDelegate'
+import SafeObserve
+
+final class Inbox: SafeObservable {
+    @Observed var unread = 0
+}
+
+final class Badge {}
+
+func watch(_ inbox: Inbox, for badge: Badge) {
+    let controller = ObservationController(observer: badge)
+    controller.observe(inbox, keyPath: \.unread)
+}
