@@ -67,9 +67,10 @@ import Synchronization
 /// or an `unobserve` returns, no further callback starts for the relations it
 /// ended; a callback already running on another thread may finish.
 public final class ObservationController<Observer: AnyObject>: CustomDebugStringConvertible, @unchecked Sendable {
-    // @unchecked Sendable: `core` is immutable and Sendable; the observer is
-    // reached only through the relay's weak reference, and handed only to
-    // callbacks, where the `observe` call's isolation says.
+    // @unchecked Sendable: `core` is immutable; its bookkeeping is reached
+    // only under its lock, and the observer only through the relay's weak
+    // reference, handed only to callbacks, where the `observe` call's
+    // isolation says.
 
     /// Whether the controller keeps the objects it observes alive.
     ///

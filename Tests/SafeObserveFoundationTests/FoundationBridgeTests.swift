@@ -17,8 +17,8 @@ private final class Lifetimes: Sendable {
 }
 
 /// A listener recording what it receives.
+// @unchecked Sendable: `storage` is only touched under its lock.
 private final class Listener: @unchecked Sendable {
-    // @unchecked Sendable: `storage` is only touched under its lock.
     private let storage = Mutex<[String]>([])
     let lifetimes: Lifetimes?
     init(lifetimes: Lifetimes? = nil) { self.lifetimes = lifetimes }

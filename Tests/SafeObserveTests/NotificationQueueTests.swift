@@ -13,8 +13,8 @@ extension NotificationName where Payload == Void {
 }
 
 /// Records "name:payload@sender" for each notification it receives.
+// @unchecked Sendable: `storage` is only touched under its lock.
 private final class Log: @unchecked Sendable {
-    // @unchecked Sendable: `entries` is only touched under its lock.
     private let storage = _Mutex<[String]>([])
     var entries: [String] { storage.withLock { $0 } }
     func append(_ entry: String) { storage.withLock { $0.append(entry) } }
