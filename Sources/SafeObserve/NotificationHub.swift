@@ -541,6 +541,7 @@ extension NotificationHub {
                     identity: _SenderIdentity(channel.object)))
             senderChannels.append((nameID, id, channel))
             if nameID == nil { everyBySenderCount += 1 }
+            _checkInvariants()
             return (channel, stale, nextProbes())
         }
 
@@ -561,11 +562,30 @@ extension NotificationHub {
             guard let index = senderChannels.firstIndex(where: { $0.channel === channel }) else { return false }
             let (nameID, sender, _) = senderChannels.remove(at: index)
             if nameID == nil { everyBySenderCount -= 1 }
+            defer { _checkInvariants() }
             let removed = bySender.remove(under: SenderEntry.key(nameID, sender)) { $0.channel === channel }
             // Released with the state's other garbage, after unlocking, by
             // the caller's `channel` (which it holds).
             _ = removed
             return true
+        }
+
+        /// Checks that the sweep's list and the look-up table agree, after
+        /// each change of the sender-filtered channels (under
+        /// `SAFEOBSERVE_INTERNAL_CHECKS`, while they are few).
+        func _checkInvariants() {
+            #if SAFEOBSERVE_INTERNAL_CHECKS
+                guard senderChannels.count <= 64 else { return }
+                precondition(senderChannels.count == bySender.count, "NotificationHub: sender index out of step")
+                precondition(
+                    everyBySenderCount == senderChannels.filter { $0.nameID == nil }.count,
+                    "NotificationHub: every-name sender channels miscounted")
+                for (nameID, sender, channel) in senderChannels {
+                    precondition(
+                        senderEntry(nameID, sender)?.channel === channel,
+                        "NotificationHub: a sender channel is missing from the index")
+                }
+            #endif
         }
 
         func allChannels() -> [_Channel] {

@@ -293,6 +293,15 @@ extension NotificationHub {
             var asapScheduled = false
             var idleScheduled = false
 
+            /// A queued notification always has a job coming for it (under
+            /// `SAFEOBSERVE_INTERNAL_CHECKS`, after each transition).
+            func _checkInvariants() {
+                #if SAFEOBSERVE_INTERNAL_CHECKS
+                    precondition(asap.isEmpty || asapScheduled, "NotificationHub.Queue: asap entries and no job")
+                    precondition(idle.isEmpty || idleScheduled, "NotificationHub.Queue: idle entries and no job")
+                #endif
+            }
+
             /// What to do after unlocking, once an entry was enqueued.
             struct EnqueueOutcome {
                 /// Entries removed or replaced, to release.
@@ -312,6 +321,7 @@ extension NotificationHub {
             mutating func enqueue(
                 _ entry: Entry, from sender: AnyObject?, style: PostingStyle, coalescing: Coalescing
             ) -> EnqueueOutcome {
+                defer { _checkInvariants() }
                 var outcome = EnqueueOutcome()
                 let matches = { (queued: Entry) in queued.matches(entry.nameID, sender, coalescing) }
                 switch style {
@@ -354,6 +364,7 @@ extension NotificationHub {
 
             /// Removes and returns the queued notifications matching.
             mutating func removeAll(matching nameID: Int, sender: AnyObject?, coalescing: Coalescing) -> [Entry] {
+                defer { _checkInvariants() }
                 var removed: [Entry] = []
                 for index in asap.indices.reversed() where asap[index].matches(nameID, sender, coalescing) {
                     removed.append(asap.remove(at: index))
@@ -367,6 +378,7 @@ extension NotificationHub {
             /// The next notification queued with `style`; `nil` when there
             /// is none, which ends that style's job.
             mutating func next(_ style: PostingStyle) -> Entry? {
+                defer { _checkInvariants() }
                 switch style {
                 case .now:
                     return nil

@@ -97,6 +97,7 @@ struct _AddressTable<Element: _AddressKeyed> {
     ///
     /// - Complexity: Amortized O(1) expected.
     mutating func insert(_ element: Element) {
+        defer { _checkInvariantsIfSmall() }
         if (count + 1) * 4 > slots.count * 3 {
             grow()
         }
@@ -120,6 +121,7 @@ struct _AddressTable<Element: _AddressKeyed> {
             if element.tableKey == key, predicate(element) {
                 removeSlot(index)
                 if slots.count > 16, count * 8 < slots.count { shrink() }
+                _checkInvariantsIfSmall()
                 return element
             }
             index = (index + 1) & mask
@@ -179,6 +181,17 @@ struct _AddressTable<Element: _AddressKeyed> {
     }
 
     // MARK: Invariants
+
+    /// Checks the invariants after a mutation, under
+    /// `SAFEOBSERVE_INTERNAL_CHECKS`, while the table is small enough for
+    /// an O(capacity) check per mutation to stay cheap (as
+    /// swift-collections checks its own structures in their mutators).
+    @inline(__always)
+    private func _checkInvariantsIfSmall() {
+        #if SAFEOBSERVE_INTERNAL_CHECKS
+            if slots.count <= 64 { _checkInvariants() }
+        #endif
+    }
 
     /// Checks that every element is reachable from its home slot and that
     /// `count` matches (tests and `_checkInvariants`).

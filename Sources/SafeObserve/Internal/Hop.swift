@@ -219,6 +219,17 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
         @usableFromInline
         init() {}
 
+        /// Queued changes have a job coming, unless the relation is not
+        /// attached yet (attaching schedules one); checked after each
+        /// transition under `SAFEOBSERVE_INTERNAL_CHECKS`.
+        @inlinable
+        func _checkInvariants() {
+            #if SAFEOBSERVE_INTERNAL_CHECKS
+                precondition(isEmpty || isScheduled || relation == nil, "_Hop: queued changes and no job")
+                precondition(head <= queue.count, "_Hop: head past the queue")
+            #endif
+        }
+
         @usableFromInline
         enum EnqueueAction {
             /// Nothing to do after unlocking but release `replaced`.
@@ -234,6 +245,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
         /// changes queued before.
         @inlinable
         mutating func attach(_ relation: _UnretainedReference?) -> Bool {
+            defer { _checkInvariants() }
             self.relation = relation
             guard !isEmpty, !isScheduled else { return false }
             isScheduled = true
@@ -248,6 +260,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
         mutating func enqueue(
             _ change: ObservedChange<Value>, coalescing: Bool, hasPending: borrowing Atomic<Bool>
         ) -> EnqueueAction {
+            defer { _checkInvariants() }
             if coalescing, !isEmpty {
                 if change.isPrior { return .none(replaced: change) }
                 let last = queue.count - 1
@@ -268,6 +281,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
         /// job if `endingJob`.
         @inlinable
         mutating func next(endingJob: Bool, hasPending: borrowing Atomic<Bool>) -> ObservedChange<Value>? {
+            defer { _checkInvariants() }
             guard !isEmpty, relation != nil else {
                 if endingJob { isScheduled = false }
                 return nil
