@@ -294,6 +294,36 @@ struct NotificationHubTests {
         #expect(token.debugDescription.contains("Inbox"))
     }
 
+    /// A post borrows the hub's channels and the sender's identity: a
+    /// handler that drops the caller's last references to the hub and to the
+    /// sender mid-post must not free them under it (run under ASan in CI).
+    @Test func aHandlerReleasingTheHubAndTheSenderMidPost_isSafe() {
+        final class Holder: @unchecked Sendable {
+            // @unchecked Sendable: used on this thread only.
+            var hub: NotificationHub? = NotificationHub()
+            var sender: Sender? = Sender()
+        }
+        let holder = Holder()
+        let first = Inbox()
+        let second = Inbox()
+        let filtered = Inbox()
+        weak var weakHub = holder.hub
+        holder.hub!.observe(.count, by: first) { inbox, notification in
+            inbox.record("first \(notification.payload)")
+            holder.hub = nil
+            holder.sender = nil
+        }
+        holder.hub!.observe(.count, by: second) { inbox, notification in
+            inbox.record("second \(notification.sender == nil ? "no sender" : "sender")")
+        }
+        holder.hub!.observe(.count, from: holder.sender!, by: filtered) { inbox, _ in inbox.record("filtered") }
+        holder.hub!.post(.count, payload: 1, from: holder.sender!)
+        #expect(first.entries == ["first 1"])
+        #expect(second.entries == ["second sender"], "the post went on, with its sender alive")
+        #expect(filtered.entries == ["filtered"])
+        #expect(weakHub == nil, "the hub died once the post returned")
+    }
+
     @Test func postingRacesObservingRemovingAndDeaths_safely() {
         // The original enumerated its observers without a lock while removal
         // mutated them. Under the thread sanitizer in CI.
