@@ -656,6 +656,22 @@ public enum Scenarios {
             }
             blackHole(sink)
         },
+        // Issue 17: KVO's shape, an observation object owning the relation.
+        Scenario(
+            operation: "add + remove", peer: "SafeObserve, KeyValueObservation (observe + invalidate)",
+            operationsPerIteration: 1
+        ) { n in
+            let model = SafeModel()
+            let sink = Sink()
+            model.observe(\.value, options: .new, isolation: nil) { _, _ in }.invalidate()
+            measure(n) { n in
+                for _ in 0..<n {
+                    model.observe(\.value, options: .new, isolation: nil) { _, change in sink.add(change.newValue!) }
+                        .invalidate()
+                }
+            }
+            blackHole(sink)
+        },
         Scenario(operation: "add + remove", peer: "SafeObserve, SafeObserver listener", operationsPerIteration: 1) {
             n in
             let model = SafeModel()

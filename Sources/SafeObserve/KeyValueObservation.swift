@@ -1,0 +1,97 @@
+/// An observation that lasts as long as you keep it: the counterpart of
+/// Foundation's `NSKeyValueObservation`, returned by
+/// ``SafeObservable/observe(_:options:isolation:changeHandler:)``.
+///
+/// ```swift
+/// final class CounterView {
+///     var observation: KeyValueObservation?
+///
+///     func show(_ counter: Counter) {
+///         observation = counter.observe(\.count, options: [.initial, .new]) { counter, change in
+///             print("count is now \(change.newValue!)")
+///         }
+///     }
+/// }
+/// // `observation = nil` (or `invalidate()`) stops observing, as with KVO.
+/// ```
+///
+/// The relation ends when the observation is deinitialized or invalidated,
+/// and, as for every SafeObserve relation, when the observed object dies;
+/// any order of these is safe, and nothing is ever called after the
+/// relation ended. The observation never keeps the object alive.
+public final class KeyValueObservation: SafeObserver, Sendable {
+    /// Ends the relation in the observation's `deinit`.
+    ///
+    /// ```swift
+    /// let lifetime = observation.observerLifetime   // the SafeObserver requirement
+    /// ```
+    public let observerLifetime = ObserverLifetime()
+    // nonisolated(unsafe): written once, by `observe`, before the observation
+    // is returned (and so before it can be shared).
+    @usableFromInline nonisolated(unsafe) var token: ObservationToken?
+
+    @usableFromInline init() {}
+
+    /// Stops observing: the handler never runs again and is released.
+    /// Idempotent.
+    ///
+    /// ```swift
+    /// observation.invalidate()
+    /// ```
+    public func invalidate() {
+        token?.invalidate()
+    }
+
+    /// Whether the handler still runs: `false` once the observation was
+    /// invalidated or the observed object died.
+    ///
+    /// ```swift
+    /// assert(!observation.isActive)   // after invalidate()
+    /// ```
+    public var isActive: Bool { token?.isActive ?? false }
+}
+
+extension SafeObservable {
+    /// Observes `keyPath` for as long as the returned observation is kept,
+    /// with KVO's shape: `object.observe(\.count, options: [.new]) { object, change in … }`.
+    ///
+    /// ```swift
+    /// observation = counter.observe(\.count, options: [.old, .new]) { counter, change in
+    ///     print("\(change.oldValue!) -> \(change.newValue!)")
+    /// }
+    /// ```
+    ///
+    /// Migrating Swift KVO code means changing `NSObject` to
+    /// ``SafeObservable`` and `@objc dynamic` to ``Observed``; code that spells
+    /// the observation's type changes `NSKeyValueObservation` to
+    /// ``KeyValueObservation``. As in KVO, the default options are `[]`: the
+    /// change carries no values unless `.new` or `.old` is asked for.
+    ///
+    /// `keyPath` may be a single `@Observed` property, a dotted or optional
+    /// chain through them, or a computed property that reads them (see
+    /// "Derived key paths"). The handler runs where `isolation` says, as for
+    /// ``safeObserve(_:by:options:isolation:changeHandler:)``.
+    ///
+    /// - Parameters:
+    ///   - keyPath: What to observe.
+    ///   - options: What each change carries; `[]` by default, as in KVO.
+    ///   - isolation: The actor the handler is isolated to (the caller's by
+    ///     default), or `nil` for synchronous delivery on any thread.
+    ///   - changeHandler: Called with the object and the change.
+    /// - Returns: The observation; the relation ends when it is deinitialized
+    ///   or invalidated.
+    @inlinable
+    public func observe<Value>(
+        _ keyPath: KeyPath<Self, Value>,
+        options: ObservationOptions = [],
+        isolation: isolated (any Actor)? = #isolation,
+        changeHandler: @escaping (Self, ObservedChange<Value>) -> Void
+    ) -> KeyValueObservation {
+        let observation = KeyValueObservation()
+        observation.token = safeObserve(keyPath, by: observation, options: options, isolation: isolation) {
+            _, object, change in
+            changeHandler(object, change)
+        }
+        return observation
+    }
+}

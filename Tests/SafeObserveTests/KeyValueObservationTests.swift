@@ -1,0 +1,127 @@
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+/// `object.observe(_:options:changeHandler:)`, KVO's shape: the returned
+/// observation owns the relation.
+@Suite("KeyValueObservation")
+struct KeyValueObservationTests {
+    @Test func theObservationDeliversWhileKept_andEndsWhenDeinitialized() {
+        let counter = Counter()
+        let received = _Mutex<[Int?]>([])
+        var observation: KeyValueObservation? = counter.observe(\.count, options: [.new]) { _, change in
+            received.withLock { $0.append(change.newValue) }
+        }
+        counter.count = 1
+        #expect(observation!.isActive)
+        observation = nil  // KVO code stops observing this way
+        counter.count = 2
+        #expect(received.withLock { $0 } == [1])
+        #expect(SafeObservation.relations(of: counter).isEmpty)
+    }
+
+    @Test func invalidate_endsTheRelation_idempotently_andReleasesTheHandler() {
+        let counter = Counter()
+        let captures = LifetimeCounter()
+        let calls = Atomic<Int>(0)
+        let observation: KeyValueObservation
+        do {
+            let captured = Captured(captures)
+            observation = counter.observe(\.count, options: [.new]) { _, _ in
+                withExtendedLifetime(captured) { _ = calls.add(1, ordering: .relaxed) }
+            }
+        }
+        counter.count = 1
+        observation.invalidate()
+        observation.invalidate()
+        counter.count = 2
+        #expect(calls.load(ordering: .relaxed) == 1)
+        #expect(!observation.isActive)
+        #expect(captures.deinitCount == 1, "the handler and its captures are released at invalidate()")
+    }
+
+    @Test func defaultOptionsAreKVOs_noValues() {
+        let counter = Counter()
+        let changes = _Mutex<[String]>([])
+        let observation = counter.observe(\.count) { _, change in
+            changes.withLock {
+                $0.append("\(String(describing: change.newValue)) \(String(describing: change.oldValue))")
+            }
+        }
+        counter.count = 1
+        #expect(changes.withLock { $0 } == ["nil nil"])
+        withExtendedLifetime(observation) {}
+    }
+
+    @Test func theHandlerReceivesTheObject_oldAndNewValues_andInitial() {
+        let counter = Counter()
+        let changes = _Mutex<[String]>([])
+        let observation = counter.observe(\.count, options: [.initial, .old, .new]) { object, change in
+            precondition(object === counter)
+            let old = change.oldValue.map(String.init) ?? "-"
+            let flag = change.isInitial ? " initial" : ""
+            changes.withLock { $0.append("\(old)->\(change.newValue!)\(flag)") }
+        }
+        counter.count = 5
+        #expect(changes.withLock { $0 } == ["-->0 initial", "0->5"])
+        withExtendedLifetime(observation) {}
+    }
+
+    @Test func theObjectDyingFirst_endsTheObservation_andIsNotKeptAlive() {
+        let lifetime = LifetimeCounter()
+        var counter: Counter? = Counter(lifetime: lifetime)
+        let observation = counter!.observe(\.count, options: [.new]) { _, _ in }
+        counter = nil
+        #expect(lifetime.deinitCount == 1, "the observation does not keep the object alive")
+        #expect(!observation.isActive)
+        observation.invalidate()  // after the object died: harmless
+    }
+
+    @Test func dottedOptionalAndComputedKeyPaths() {
+        let person = Person()
+        let names = _Mutex<[String]>([])
+        let balances = _Mutex<[Int]>([])
+        let childNames = _Mutex<[String?]>([])
+        let full = person.observe(\.fullName, options: [.new]) { _, change in
+            names.withLock { $0.append(change.newValue!) }
+        }
+        let dotted = person.observe(\.account.balance, options: [.new]) { _, change in
+            balances.withLock { $0.append(change.newValue!) }
+        }
+        let optional = person.observe(\.child?.first, options: [.new]) { _, change in
+            childNames.withLock { $0.append(change.newValue!) }
+        }
+        person.first = "Grace"
+        person.account.balance = 10
+        person.account = Account(balance: 20)
+        person.child = Person()
+        person.child?.first = "Lin"
+        #expect(names.withLock { $0 } == ["Grace Lovelace"])
+        #expect(balances.withLock { $0 } == [10, 20])
+        #expect(childNames.withLock { $0 } == ["Ada", "Lin"])
+        withExtendedLifetime((full, dotted, optional)) {}
+    }
+
+    @Test func anObservationStoredInTheObservedObject_doesNotLeak() {
+        final class SelfWatching: SafeObservable {
+            @Observed var count = 0
+            var observation: KeyValueObservation?
+            let lifetime: LifetimeCounter
+            init(lifetime: LifetimeCounter) {
+                self.lifetime = lifetime
+                lifetime.didInit()
+            }
+            deinit { lifetime.didDeinit() }
+        }
+        let lifetime = LifetimeCounter()
+        do {
+            let object = SelfWatching(lifetime: lifetime)
+            object.observation = object.observe(\.count, options: [.new]) { object, change in
+                _ = object.count
+            }
+            object.count = 1
+        }
+        #expect(lifetime.deinitCount == 1)
+    }
+}
