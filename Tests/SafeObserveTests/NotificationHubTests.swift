@@ -307,7 +307,7 @@ struct NotificationHubTests {
         let first = Inbox()
         let second = Inbox()
         let filtered = Inbox()
-        weak var weakHub = holder.hub
+        weak let weakHub = holder.hub
         holder.hub!.observe(.count, by: first) { inbox, notification in
             inbox.record("first \(notification.payload)")
             holder.hub = nil
