@@ -65,6 +65,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "GraphDemo",
+            dependencies: ["SafeObserve"],
+            path: "Examples/GraphDemo",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "ChainsDemo",
             dependencies: ["SafeObserve"],
             path: "Examples/ChainsDemo",

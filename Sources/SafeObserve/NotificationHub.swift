@@ -44,9 +44,12 @@ public final class NotificationHub: Sendable {
     /// ```swift
     /// let hub = NotificationHub()
     /// ```
-    public init() {}
+    public init() {
+        _NotificationHubs.insert(self)
+    }
 
     deinit {
+        _NotificationHubs.remove(self)
         // Every observer of this hub ends with it (handlers released here).
         let channels = state.withLock { state -> [_Channel] in
             defer { state = State() }
@@ -674,6 +677,20 @@ extension NotificationHub {
         }
     }
 
+    /// Each channel with its name's identity (`nil`: every name), for the
+    /// graph of live relations.
+    func _namedChannels() -> [(nameID: Int?, channel: _Channel)] {
+        state.withLock { state in
+            var channels: [(nameID: Int?, channel: _Channel)] = []
+            for (nameID, channel) in state.unfiltered.enumerated() {
+                if let channel { channels.append((nameID, channel)) }
+            }
+            if let every = state.every { channels.append((nil, every)) }
+            for entry in state.senderChannels { channels.append((entry.nameID, entry.channel)) }
+            return channels
+        }
+    }
+
     /// How many sender-filtered channels the hub holds (tests).
     var _senderChannelCount: Int {
         state.withLock { $0.senderChannels.count }
@@ -817,5 +834,28 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
             await base.next(isolation: actor)
         }
+    }
+}
+
+/// The live hubs, weakly (the graph of live relations lists their
+/// observers).
+enum _NotificationHubs {
+    private struct Entry {
+        weak var hub: NotificationHub?
+    }
+
+    private static let table = _Mutex<[ObjectIdentifier: Entry]>([:])
+
+    static func insert(_ hub: NotificationHub) {
+        table.withLock { $0[ObjectIdentifier(hub)] = Entry(hub: hub) }
+    }
+
+    static func remove(_ hub: NotificationHub) {
+        _ = table.withLock { $0.removeValue(forKey: ObjectIdentifier(hub)) }
+    }
+
+    /// The hubs alive now.
+    static func all() -> [NotificationHub] {
+        table.withLock { $0.values.compactMap(\.hub) }
     }
 }

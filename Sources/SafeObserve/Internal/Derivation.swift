@@ -194,6 +194,15 @@ class _Derivation: @unchecked Sendable {
         return relation.isActive ? relation : nil
     }
 
+    /// The user's relation, while it is active, and its root, while alive.
+    func rootedRelation() -> (_Relation, AnyObject)? {
+        let (relationReference, rootReference) = state.withLock { state in (state.relation, state.root) }
+        guard let relationObject = relationReference?.load(), let root = rootReference?.load() else { return nil }
+        // unsafeDowncast: `state.relation` is only ever made from a `_Relation`.
+        let relation = unsafeDowncast(relationObject, to: _Relation.self)
+        return relation.isActive ? (relation, root) : nil
+    }
+
     // MARK: Changes
 
     /// The user's relation and the root, if both are still there; ends the

@@ -52,6 +52,14 @@ enum _SentinelIndex {
         _ = removed  // released unlocked
     }
 
+    /// Every observed property's channel whose object is alive (the graph of
+    /// ``SafeObservation/graph(of:)``).
+    ///
+    /// - Complexity: O(*n*) in the observed properties of the process.
+    static func allChannels() -> [_Channel] {
+        table.withLock { $0.elements.map(\.channel) }.filter { !$0.object.isGone }
+    }
+
     /// The channels of `object`'s observed properties, in the order they were
     /// first observed. A channel whose object died (its sentinel kept alive by
     /// a copy of the storage) is never `object`'s, even at a reused address.

@@ -1,0 +1,119 @@
+import Testing
+
+@testable import SafeObserve
+
+extension NotificationName where Payload == Int {
+    fileprivate static let graphPing = NotificationName("graph.ping")
+}
+
+@Suite("SafeObservation.graph")
+struct GraphTests {
+    /// Nodes and edges of a DOT text, parsed back.
+    private struct Parsed {
+        var nodes: [String: (label: String, shape: String)] = [:]
+        var edges: [(from: String, to: String, label: String)] = []
+
+        init(_ dot: String) {
+            for rawLine in dot.split(separator: "\n") {
+                let line = String(rawLine.drop { $0 == " " })
+                guard line.hasPrefix("n"), line.dropFirst().first?.isNumber == true, line.hasSuffix("];") else {
+                    continue
+                }
+                let label = Parsed.attribute("label", in: line)
+                let words = line.split(separator: " ")
+                if words.count > 2, words[1] == "->" {
+                    edges.append((String(words[0]), String(words[2]), label))
+                } else {
+                    nodes[String(words[0])] = (label, Parsed.value(after: "shape=", in: line))
+                }
+            }
+        }
+
+        /// The quoted value of `name`, escapes kept.
+        static func attribute(_ name: String, in line: String) -> String {
+            let rest = value(after: "\(name)=\"", in: line, raw: true)
+            var result = ""
+            var escaping = false
+            for character in rest {
+                if escaping {
+                    result.append(character)
+                    escaping = false
+                } else if character == "\\" {
+                    result.append(character)
+                    escaping = true
+                } else if character == "\"" {
+                    break
+                } else {
+                    result.append(character)
+                }
+            }
+            return result
+        }
+
+        /// What follows `marker` in `line`, up to `]` (or all of it, `raw`).
+        static func value(after marker: String, in line: String, raw: Bool = false) -> String {
+            let characters = Array(line)
+            let target = Array(marker)
+            guard characters.count >= target.count else { return "" }
+            for start in 0...(characters.count - target.count)
+            where Array(characters[start..<start + target.count]) == target {
+                let rest = characters[(start + target.count)...]
+                return raw ? String(rest) : String(rest.prefix { $0 != "]" && $0 != "," })
+            }
+            return ""
+        }
+    }
+
+    @Test func theGraphOfAKnownSetOfRelations_hasItsNodesAndEdges_andIsStable() {
+        let first = Counter()
+        let second = Counter()
+        let person = Person()
+        let plain = Listener()
+        let optIn = OptInListener()
+        let hub = NotificationHub()
+        let subscriber = Listener()
+        first.safeObserve(\.count, by: plain) { _, _, _ in }
+        first.safeObserve(\.title, by: optIn, options: [.new, .old]) { _, _, _ in }
+        second.safeObserve(\.count, by: optIn) { _, _, _ in }
+        person.safeObserve(\.account.balance, by: plain) { _, _, _ in }
+        hub.observe(.graphPing, by: subscriber, isolation: nil) { _, _ in }
+        hub.observe(.graphPing, from: first, by: plain, isolation: nil) { _, _ in }
+
+        let roots: [AnyObject] = [first, second, person, plain, optIn, subscriber]
+        let dot = SafeObservation.graph(of: roots)
+        let parsed = Parsed(dot)
+        #expect(dot.hasPrefix("digraph SafeObserve {"))
+        #expect(parsed.edges.count == 6, "\(dot)")
+        #expect(parsed.nodes.count == 7, "\(dot)")  // 2 counters, a person, a hub, 3 listeners
+        #expect(parsed.nodes.values.filter { $0.shape == "box" }.count == 3)
+        #expect(parsed.nodes.values.filter { $0.shape == "cylinder" }.map(\.label) == ["NotificationHub"])
+        let labels = Set(parsed.edges.map(\.label))
+        #expect(labels.contains { $0.contains("graph.ping") })
+        #expect(labels.contains { $0.hasSuffix("[.new, .old]") })
+        // (Key paths through property wrappers print as `<computed …>` on Linux.)
+        let personNode = parsed.nodes.first { $0.value.label == "Person" }?.key
+        #expect(parsed.edges.filter { $0.to == personNode }.count == 1, "the derived key path is one edge to its root")
+        #expect(SafeObservation.graph(of: roots) == dot, "the same relations give the same text")
+        withExtendedLifetime((first, second, person, plain, optIn, hub, subscriber)) {}
+    }
+
+    @Test func everyLiveRelation_isInTheWholeGraph_andEndedOnesAreNot() {
+        let counter = Counter()
+        let listener = Listener()
+        let token = counter.safeObserve(\.count, by: listener) { _, _, _ in }
+        #expect(Parsed(SafeObservation.graph()).edges.contains { $0.label.contains("count") })
+        let before = SafeObservation.graph(of: [counter])
+        #expect(Parsed(before).edges.count == 1)
+        token.invalidate()
+        #expect(Parsed(SafeObservation.graph(of: [counter])).edges.isEmpty)
+    }
+
+    @Test func labelsAreEscaped() {
+        final class Quoted {}
+        let hub = NotificationHub()
+        let listener = Quoted()
+        hub.observe(NotificationName<Int>("say \"hi\"\\now"), by: listener, isolation: nil) { _, _ in }
+        let dot = SafeObservation.graph(of: [listener])
+        #expect(dot.contains(#"[label="notification \"say \"hi\"\\now\""];"#), "\(dot)")
+    }
+}
