@@ -16,10 +16,10 @@ final class _ListenerProxy: Sendable {
         /// with the object's others).
         var derivedCounts: [ObjectIdentifier: Int] = [:]
         var isTornDown = false
-        /// What runs once the listener is gone (registered, by identity, by
-        /// sequences of notifications filtered on it as their sender).
-        var finalizers: [(id: Int, action: @Sendable () -> Void)] = []
-        var lastFinalizerID = 0
+        /// Whether ``_ProxyFinalizers`` holds actions for this proxy (kept
+        /// there, not here, so that proxies without any pay nothing: this
+        /// flag fits in the state's padding).
+        var hasFinalizers = false
 
         /// Files `relation`.
         @inline(__always)
@@ -125,7 +125,7 @@ final class _ListenerProxy: Sendable {
     func retireIfEmpty() {
         guard isInProxyTable else { return }
         let retired = state.withLock { state -> Bool in
-            guard !state.isTornDown, state.relations.isEmpty, state.finalizers.isEmpty else { return false }
+            guard !state.isTornDown, state.relations.isEmpty, !state.hasFinalizers else { return false }
             state.isTornDown = true
             return true
         }
@@ -318,11 +318,11 @@ final class _ListenerProxy: Sendable {
         // of them still delivers. Detaching them from their channels (which
         // releases the handlers) happens after unlocking; so does running
         // the finalizers of a final teardown (the listener is gone).
-        var finalizers: [(id: Int, action: @Sendable () -> Void)] = []
+        var hasFinalizers = false
         let ended = state.withLock { state -> [_Relation] in
             if final {
                 state.isTornDown = true
-                swap(&finalizers, &state.finalizers)
+                hasFinalizers = state.hasFinalizers
             }
             state.derivedCounts = [:]
             return state.relations.removeAll().filter { $0.markEnded() }
@@ -330,7 +330,9 @@ final class _ListenerProxy: Sendable {
         for relation in ended {
             relation.detachFromObservedSide()
         }
-        for finalizer in finalizers { finalizer.action() }
+        if hasFinalizers {
+            for action in _ProxyFinalizers.takeAll(of: self) { action() }
+        }
     }
 
     /// Runs `action` once the listener is gone — inside its `deinit` for a
@@ -340,9 +342,10 @@ final class _ListenerProxy: Sendable {
     func addFinalizer(_ action: @escaping @Sendable () -> Void) -> Int? {
         state.withLock { state -> Int? in
             guard !state.isTornDown else { return nil }
-            state.lastFinalizerID += 1
-            state.finalizers.append((state.lastFinalizerID, action))
-            return state.lastFinalizerID
+            state.hasFinalizers = true
+            // Filed under this proxy's lock (the table's is a leaf), so that
+            // a final teardown, which reads the flag under it, finds it.
+            return _ProxyFinalizers.add(action, to: self)
         }
     }
 
@@ -350,8 +353,10 @@ final class _ListenerProxy: Sendable {
     ///
     /// - Complexity: O(*f*), *f* being the listener's finalizers.
     func removeFinalizer(_ id: Int) {
-        let removed = state.withLock { state in
-            state.finalizers.firstIndex { $0.id == id }.map { state.finalizers.remove(at: $0) }
+        let removed = state.withLock { state -> (@Sendable () -> Void)? in
+            let (removed, remaining) = _ProxyFinalizers.remove(id, of: self)
+            if remaining == 0 { state.hasFinalizers = false }
+            return removed
         }
         _ = removed  // released unlocked: the action's captures may be anything
     }
@@ -368,7 +373,7 @@ final class _ListenerProxy: Sendable {
     }
 
     /// How many finalizers wait (tests).
-    var _finalizerCount: Int { state.withLock { $0.finalizers.count } }
+    var _finalizerCount: Int { _ProxyFinalizers.count(of: self) }
 
     /// Finds the proxy of `listener`: its ``ObserverLifetime``'s if it adopts
     /// ``SafeObserver``, the proxy table's otherwise.
@@ -549,5 +554,50 @@ struct _ProxyTable {
     /// table shrinks after a peak).
     static var capacityAndCount: (capacity: Int, count: Int) {
         _Registry.withLock { ($0.proxies.entries.capacity, $0.proxies.entries.count) }
+    }
+}
+
+/// The finalizers of listener proxies (see ``_ListenerProxy/addFinalizer(_:)``),
+/// by proxy: only proxies that have some are filed. The lock is a leaf:
+/// taken under a proxy's lock, it takes no other and runs no user code.
+enum _ProxyFinalizers {
+    private struct Table {
+        var actions: [ObjectIdentifier: [(id: Int, action: @Sendable () -> Void)]] = [:]
+        var lastID = 0
+    }
+
+    private static let table = _Mutex(Table())
+
+    /// Files `action` for `proxy`; returns its identity.
+    static func add(_ action: @escaping @Sendable () -> Void, to proxy: _ListenerProxy) -> Int {
+        table.withLock { table in
+            table.lastID += 1
+            table.actions[ObjectIdentifier(proxy), default: []].append((table.lastID, action))
+            return table.lastID
+        }
+    }
+
+    /// Removes the action `id` of `proxy` (to release unlocked), and says
+    /// how many remain.
+    static func remove(_ id: Int, of proxy: _ListenerProxy) -> (removed: (@Sendable () -> Void)?, remaining: Int) {
+        table.withLock { table in
+            let key = ObjectIdentifier(proxy)
+            guard var actions = table.actions[key], let index = actions.firstIndex(where: { $0.id == id }) else {
+                return (nil, table.actions[key]?.count ?? 0)
+            }
+            let removed = actions.remove(at: index).action
+            table.actions[key] = actions.isEmpty ? nil : actions
+            return (removed, actions.count)
+        }
+    }
+
+    /// Takes every action of `proxy` (its final teardown), in order.
+    static func takeAll(of proxy: _ListenerProxy) -> [@Sendable () -> Void] {
+        table.withLock { $0.actions.removeValue(forKey: ObjectIdentifier(proxy)) ?? [] }.map(\.action)
+    }
+
+    /// How many actions `proxy` has (tests).
+    static func count(of proxy: _ListenerProxy) -> Int {
+        table.withLock { $0.actions[ObjectIdentifier(proxy)]?.count ?? 0 }
     }
 }
