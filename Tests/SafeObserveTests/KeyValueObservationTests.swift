@@ -124,4 +124,56 @@ struct KeyValueObservationTests {
         }
         #expect(lifetime.deinitCount == 1)
     }
+
+    // MARK: The differences "Migrating from KVO" lists, through this surface
+
+    @Test func eachObserveCall_isARelationOfItsOwn_asInKVO_andInitialGoesOnlyToTheNewOne() {
+        let counter = Counter()
+        let log = _Mutex<[String]>([])
+        let first = counter.observe(\.count, options: [.initial, .new]) { _, change in
+            log.withLock { $0.append("first \(change.newValue!)\(change.isInitial ? " initial" : "")") }
+        }
+        counter.count = 1
+        let second = counter.observe(\.count, options: [.initial, .new]) { _, change in
+            log.withLock { $0.append("second \(change.newValue!)\(change.isInitial ? " initial" : "")") }
+        }
+        counter.count = 2
+        #expect(
+            log.withLock { $0 } == ["first 0 initial", "first 1", "second 1 initial", "first 2", "second 2"])
+        #expect(SafeObservation.relations(of: counter).count == 2)
+        withExtendedLifetime((first, second)) {}
+    }
+
+    @Test func invalidatingMoreOftenThanObserving_isANoOp() {
+        let counter = Counter()
+        let observation = counter.observe(\.count) { _, _ in }
+        for _ in 0..<3 { observation.invalidate() }
+        #expect(SafeObservation.relations(of: counter).isEmpty)
+    }
+
+    @Test func unknownOptionBits_areIgnored() {
+        let counter = Counter()
+        let values = _Mutex<[Int?]>([])
+        let observation = counter.observe(\.count, options: ObservationOptions(rawValue: 0b1000_0001)) { _, change in
+            values.withLock { $0.append(change.newValue) }
+        }
+        counter.count = 4
+        #expect(values.withLock { $0 } == [4])
+        withExtendedLifetime(observation) {}
+    }
+
+    @Test func aKeyPathWithASubscript_works() {
+        final class Board: SafeObservable {
+            @Observed var cells = [0, 0, 0]
+        }
+        let board = Board()
+        let values = _Mutex<[Int]>([])
+        let observation = board.observe(\.cells[1], options: [.new]) { _, change in
+            values.withLock { $0.append(change.newValue!) }
+        }
+        board.cells[1] = 7
+        board.cells[0] = 1
+        #expect(values.withLock { $0 } == [7, 7])  // a derived key path delivers its value on each change it reads
+        withExtendedLifetime(observation) {}
+    }
 }
