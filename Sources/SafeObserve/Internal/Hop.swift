@@ -96,8 +96,6 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
     @inlinable
     func deliver(_ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase) {
         guard isOnActorAfterQueued() else { return enqueue(change, phase) }
-        // unsafeDowncast: the relation's listener and object are the ones
-        // this hop was made for.
         let observedChange =
             if receivesNewValueOnly {
                 // `.prior` is not among the options, so this is a change.
@@ -107,6 +105,8 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
             } else {
                 _observedChange(options, change, phase, Value.self)
             }
+        // unsafeDowncast: the relation's listener and object are the ones
+        // this hop was made for.
         handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), observedChange)
     }
 
