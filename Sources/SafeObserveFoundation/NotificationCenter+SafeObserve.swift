@@ -1,6 +1,5 @@
 import Foundation
 import SafeObserve
-import Synchronization
 
 extension NotificationCenter {
     /// Observes the Foundation notifications named `name` on behalf of
@@ -108,7 +107,7 @@ final class _FoundationBridge: Sendable {
     /// The center; a bridge found for a dead center's identity is replaced.
     weak let center: NotificationCenter?
     /// The names forwarded, with their Foundation observers.
-    let forwarded = Mutex<[Notification.Name: any NSObjectProtocol]>([:])
+    let forwarded = _Locked<[Notification.Name: any NSObjectProtocol]>([:])
 
     init(center: NotificationCenter) {
         self.center = center
@@ -120,7 +119,7 @@ final class _FoundationBridge: Sendable {
     }
 
     /// Every center's bridge, by the center's identity.
-    private static let bridges = Mutex<[ObjectIdentifier: _FoundationBridge]>([:])
+    private static let bridges = _Locked<[ObjectIdentifier: _FoundationBridge]>([:])
 
     /// The bridge for `center`, created if needed, forwarding `name`.
     static func bridge(for center: NotificationCenter, forwarding name: Notification.Name) -> _FoundationBridge {
@@ -158,5 +157,23 @@ final class _FoundationBridge: Sendable {
                 hub.post(hubName, payload: _BridgedNotification(notification: notification), from: sender)
             }
         }
+    }
+}
+
+/// A value behind an `NSLock`: a pthread mutex, which the thread sanitizer
+/// understands (Synchronization's `Mutex` parks on a futex it cannot see).
+// @unchecked Sendable: `value` is only read or written inside `withLock`.
+final class _Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
     }
 }

@@ -17,14 +17,15 @@ private final class Lifetimes: Sendable {
 }
 
 /// A listener recording what it receives.
-// @unchecked Sendable: `storage` is only touched under its lock.
+// @unchecked Sendable: `storage` is only touched under `lock`.
 private final class Listener: @unchecked Sendable {
-    private let storage = Mutex<[String]>([])
+    private let lock = NSLock()  // a pthread mutex, which the thread sanitizer sees
+    private var storage: [String] = []
     let lifetimes: Lifetimes?
     init(lifetimes: Lifetimes? = nil) { self.lifetimes = lifetimes }
     deinit { lifetimes?.died() }
-    var received: [String] { storage.withLock { $0 } }
-    func record(_ entry: String) { storage.withLock { $0.append(entry) } }
+    var received: [String] { lock.withLock { storage } }
+    func record(_ entry: String) { lock.withLock { storage.append(entry) } }
 }
 
 private final class Sender: Sendable {
