@@ -300,8 +300,8 @@ struct NotificationHubTests {
     /// handler that drops the caller's last references to the hub and to the
     /// sender mid-post must not free them under it (run under ASan in CI).
     @Test func aHandlerReleasingTheHubAndTheSenderMidPost_isSafe() {
+        // @unchecked Sendable: used on this thread only.
         final class Holder: @unchecked Sendable {
-            // @unchecked Sendable: used on this thread only.
             var hub: NotificationHub? = NotificationHub()
             var sender: Sender? = Sender()
         }
