@@ -476,10 +476,11 @@ extension NotificationHub {
             return nameID < unfiltered.count ? unfiltered[nameID] : nil
         }
 
-        /// The entry of (`nameID`, `sender`), whatever its sender's fate.
-        func senderEntry(_ nameID: Int?, _ id: ObjectIdentifier) -> (channel: _Channel, identity: _SenderIdentity)? {
+        /// The channel of (`nameID`, the sender whose identity is `id`),
+        /// whatever that sender's fate.
+        func senderChannel(_ nameID: Int?, _ id: ObjectIdentifier) -> _Channel? {
             bySender.first(under: SenderEntry.key(nameID, id)) { entry in
-                entry.sender == id && entry.nameID == nameID ? (entry.channel, entry.identity) : nil
+                entry.sender == id && entry.nameID == nameID ? entry.channel : nil
             }
         }
 
@@ -498,8 +499,7 @@ extension NotificationHub {
 
         func senderChannel(_ nameID: Int?, _ sender: AnyObject) -> _Channel? {
             // Not a dead sender's channel at a reused address.
-            guard let (channel, _) = senderEntry(nameID, ObjectIdentifier(sender)),
-                channel.object.refers(to: sender)
+            guard let channel = senderChannel(nameID, ObjectIdentifier(sender)), channel.object.refers(to: sender)
             else { return nil }
             return channel
         }
@@ -532,7 +532,7 @@ extension NotificationHub {
             }
             let id = ObjectIdentifier(sender)
             var stale: _Channel?
-            if let (channel, _) = senderEntry(nameID, id) {
+            if let channel = senderChannel(nameID, id) {
                 guard !channel.object.refers(to: sender) else { return (channel, nil, []) }
                 stale = channel
                 _ = remove(senderChannel: channel)
@@ -585,7 +585,7 @@ extension NotificationHub {
                     "NotificationHub: every-name sender channels miscounted")
                 for (nameID, sender, channel) in senderChannels {
                     precondition(
-                        senderEntry(nameID, sender)?.channel === channel,
+                        senderChannel(nameID, sender) === channel,
                         "NotificationHub: a sender channel is missing from the index")
                 }
             #endif

@@ -33,7 +33,6 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
     @usableFromInline let hasPending = Atomic<Bool>(false)
     /// Whether the actor is the main actor.
     @usableFromInline let isMainActor: Bool
-    @usableFromInline let coalesces: Bool
     /// The relation's options (what the thunk hands the handler of a change).
     @usableFromInline let options: ObservationOptions
     /// Whether the relation receives the new value alone (the usual case,
@@ -55,7 +54,6 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
         self.handler = handler
         self.options = options
         receivesNewValueOnly = options.intersection([.new, .old, .prior]) == .new
-        coalesces = options.contains(.coalesced)
         self.root = _UnretainedReference(root)
         actorReference = _UnretainedReference(actor)
         isMainActor = actor === MainActor.shared
@@ -120,7 +118,9 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
     /// Queues `change` and, if no job is scheduled, schedules one.
     @inlinable
     func enqueue(_ change: ObservedChange<Value>) {
-        let action = state.withLock { $0.enqueue(change, coalescing: coalesces, hasPending: hasPending) }
+        let action = state.withLock {
+            $0.enqueue(change, coalescing: options.contains(.coalesced), hasPending: hasPending)
+        }
         switch action {
         case .none(let replaced):
             _ = replaced  // released here, unlocked: a value's deinit may be user code
