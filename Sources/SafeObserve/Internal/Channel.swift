@@ -48,14 +48,15 @@ final class _Channel: Sendable {
         /// list is told the newer change first; the older change's phase is
         /// then skipped for it (its handler would otherwise see values go
         /// back, and end on a stale one). Dependencies of derived key paths
-        /// re-evaluate the key path, so they always deliver its current value
-        /// and are never skipped.
+        /// that re-evaluate the key path always deliver its current value and
+        /// are never skipped; the last link of a chain forwards the change
+        /// itself, so it is ordered like any relation.
         ///
         /// - Complexity: O(*n*) in the relations of this property only.
         @usableFromInline
         func deliver(root: AnyObject, change: UnsafeRawPointer, phase: _Phase, sequence: UInt64) {
             forEachLiveRelation(phase: phase) { relation, listener in
-                if phase == .change, !relation.isDependency {
+                if phase == .change, relation.ordersChanges {
                     // Told about a newer change already: skip this one.
                     guard relation.lastChange.load(ordering: .relaxed) < sequence else { return }
                     relation.lastChange.store(sequence, ordering: .relaxed)

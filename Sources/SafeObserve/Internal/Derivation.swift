@@ -26,51 +26,15 @@
 /// - Complexity: Re-binding is O(*d*), *d* being the properties the key path
 ///   reads; evaluating costs one read of the key path.
 @usableFromInline
-// @unchecked Sendable: mutable state only inside `state`'s lock; the typed subclass adds an immutable key path.
+// @unchecked Sendable: mutable state only inside `state`'s lock; the typed subclass adds immutable properties.
 class _Derivation: @unchecked Sendable {
-    struct State {
-        /// The user's relation (unretained: it owns this derivation).
-        var relation: _UnretainedReference?
-        /// The observed root object (unretained).
-        var root: _UnretainedReference?
-        /// The dependency relations, one per channel. A key path reads a
-        /// handful of properties: a list beats hashing.
-        var dependencies: [_Relation] = []
-        /// Values captured before a change, per thread and dependency channel,
-        /// most recent last.
-        var pendingOld: [(thread: UInt, channel: ObjectIdentifier, value: Any)] = []
-        var isStopped = false
-
-        /// Takes the value captured on `thread` for the coming change of the
-        /// dependency on `channel`, if any (the most recent: changes nest).
-        @inline(__always)
-        mutating func takePendingOld(thread: UInt, channel: ObjectIdentifier) -> Any? {
-            guard let index = pendingOld.lastIndex(where: { $0.thread == thread && $0.channel == channel })
-            else { return nil }
-            return pendingOld.remove(at: index).value
-        }
-
-        /// Removes the values waiting for a change of one of `dependencies`,
-        /// which no longer deliver (so would never collect them); the caller
-        /// releases them unlocked.
-        mutating func abandonPendingOld(of dependencies: [_Relation]) -> [Any] {
-            guard !pendingOld.isEmpty else { return [] }
-            var abandoned: [Any] = []
-            pendingOld.removeAll { entry in
-                let isAbandoned = dependencies.contains { $0.channel.map(ObjectIdentifier.init) == entry.channel }
-                if isAbandoned { abandoned.append(entry.value) }
-                return isAbandoned
-            }
-            return abandoned
-        }
-    }
-
     /// The dependency relations' proxy (so that they end like any relation),
     /// whose listener is this derivation.
     // nonisolated(unsafe), @exclusivity(unchecked): written once, by `init`
     // (the proxy needs `self`), before the derivation is shared; only read after.
     @exclusivity(unchecked) private(set) nonisolated(unsafe) var proxy: _ListenerProxy!
-    let state = _Mutex(State())
+    /// Every transition runs under this lock; what it returns runs after.
+    let state = _Mutex(_DerivationStateMachine<_Relation>())
 
     @usableFromInline
     init() {
@@ -78,6 +42,11 @@ class _Derivation: @unchecked Sendable {
     }
 
     // MARK: Typed operations (overridden by `_TypedDerivation`)
+
+    /// The key path, for its shape.
+    var anyKeyPath: AnyKeyPath {
+        preconditionFailure("_Derivation.anyKeyPath must be overridden")
+    }
 
     /// Reads the key path on `root`. User code: call it unlocked.
     func evaluate(_ root: AnyObject) -> Any {
@@ -93,82 +62,45 @@ class _Derivation: @unchecked Sendable {
 
     /// Starts watching the properties `accesses` (the registration's read) found.
     func start(relation: _Relation, root: AnyObject, accesses: [_Access]) {
-        state.withLock { state in
-            state.relation = _UnretainedReference(relation)
-            state.root = _UnretainedReference(root)
-        }
+        state.withLock { $0.start(relation: relation, root: root) }
         rebind(to: accesses, options: relation.options)
     }
 
     /// Stops watching (the user's relation ended). Idempotent.
     func stop() {
-        let released = state.withLock { state in
-            state.isStopped = true
-            defer {
-                state.dependencies = []
-                state.pendingOld = []
-            }
-            return (state.dependencies, state.pendingOld)
-        }
+        let action = state.withLock { $0.stop() }
         proxy.removeAll(final: true)
-        _ = released  // released unlocked: an old value may be an object whose deinit runs user code
+        // Released unlocked: an old value may be an object whose deinit runs user code.
+        _ = action
     }
 
     /// Makes the dependencies exactly the properties in `accesses`.
     ///
-    /// - Complexity: O(*d*), *d* being the properties the key path reads:
-    ///   linear scans for a handful (a chain or a small computed property),
-    ///   identity sets beyond that. Allocations only for what changed.
+    /// - Complexity: O(*d*), *d* being the properties the key path reads.
+    ///   Allocations only for what changed.
     private func rebind(to accesses: [_Access], options: ObservationOptions) {
-        // The prior phase is only needed to capture old values.
+        // The prior phase is only needed to capture old values, or — for the
+        // last link of a chain, whose phases are forwarded — to deliver it.
         let dependencyOptions: ObservationOptions = options.contains(.old) || options.contains(.prior) ? .prior : []
-        let (dropped, added, abandoned) = state.withLock { state -> ([_Relation], [_Relation], [Any]) in
-            guard !state.isStopped else { return ([], [], []) }
-            let isSmall = accesses.count <= 8 && state.dependencies.count <= 8
-            let wanted = isSmall ? [] : Set(accesses.lazy.map { ObjectIdentifier($0.channel) })
-            var dropped: [_Relation] = []
-            state.dependencies.removeAll { relation in
-                let stays =
-                    isSmall
-                    ? accesses.contains { $0.channel === relation.channel }
-                    : relation.channel.map { wanted.contains(ObjectIdentifier($0)) } ?? false
-                if !stays { dropped.append(relation) }
-                return !stays
-            }
-            let abandoned = dropped.isEmpty ? [] : state.abandonPendingOld(of: dropped)
-            var bound = isSmall ? [] : Set(state.dependencies.lazy.compactMap { $0.channel.map(ObjectIdentifier.init) })
-            var added: [_Relation] = []
-            for access in accesses {
-                if isSmall {
-                    guard !state.dependencies.contains(where: { $0.channel === access.channel }) else { continue }
-                } else {
-                    guard bound.insert(ObjectIdentifier(access.channel)).inserted else { continue }
-                }
-                // Captured strongly, like the relation's own reference to it (both
-                // let go when the relation is released); one reference is
-                // the closure's whole context, so nothing is allocated for it.
-                let channel = access.channel
-                let relation = _Relation(
-                    keyPath: access.wrappedKeyPath, objectID: ObjectIdentifier(access.object),
-                    options: dependencyOptions, proxy: proxy, channel: access.channel, isDependency: true,
-                    deliver: { derivation, _, _, phase in
-                        // unsafeDowncast: a dependency's listener is always its
-                        // derivation (only this closure is stored with `isDependency`).
-                        let derivation = unsafeDowncast(derivation, to: _Derivation.self)
-                        switch phase {
-                        case .prior: derivation.dependencyChanged(on: ObjectIdentifier(channel), isPrior: true)
-                        case .change: derivation.dependencyChanged(on: ObjectIdentifier(channel), isPrior: false)
-                        case .priorAbandoned: derivation.priorPhaseAbandoned(on: ObjectIdentifier(channel))
-                        }
-                    })
-                state.dependencies.append(relation)
-                added.append(relation)
-            }
-            return (dropped, added, abandoned)
+        let leafOptions = options.intersection([.old, .prior])
+        // Outside the lock: comparing key paths may run user code.
+        let links = accesses.map { ObjectIdentifier($0.wrappedKeyPath) }
+        let isChain: Bool
+        if let known = state.withLock({ $0.isChain(links: links) }) {
+            isChain = known
+        } else {
+            isChain = _KeyPathShape.isChain(anyKeyPath, readAs: accesses)
+            state.withLock { $0.remember(links: links, isChain: isChain) }
         }
-        _ = abandoned  // released unlocked
-        for relation in dropped { relation.end() }
-        for relation in added {
+        let action = state.withLock { state in
+            state.rebind(to: accesses.map { ObjectIdentifier($0.channel) }, isChain: isChain) { index in
+                let isLeaf = isChain && index == accesses.count - 1
+                return makeDependency(
+                    on: accesses[index], options: isLeaf ? leafOptions : dependencyOptions, isLeaf: isLeaf)
+            }
+        }
+        for relation in action.dropped { relation.end() }
+        for relation in action.added {
             // One dependency per channel: the proxy never holds an active one
             // for it already (if it did, this one would be a duplicate).
             var existing: _Relation?
@@ -178,6 +110,30 @@ class _Derivation: @unchecked Sendable {
                 continue
             }
         }
+        _ = action.abandoned  // released unlocked
+    }
+
+    /// A dependency on the property `access` read (runs no user code); the
+    /// last link of a chain forwards its changes, so it asks for what the
+    /// relation's options need (`.old`, `.prior`) and is ordered.
+    private func makeDependency(on access: _Access, options: ObservationOptions, isLeaf: Bool) -> _Relation {
+        // Captured strongly, like the relation's own reference to it (both
+        // let go when the relation is released).
+        let channel = access.channel
+        return _Relation(
+            keyPath: access.wrappedKeyPath, objectID: ObjectIdentifier(access.object),
+            options: options, proxy: proxy, channel: access.channel, isDependency: true, ordersChanges: isLeaf,
+            deliver: { derivation, _, change, phase in
+                // unsafeDowncast: a dependency's listener is always its
+                // derivation (only this closure is stored with `isDependency`).
+                let derivation = unsafeDowncast(derivation, to: _Derivation.self)
+                let id = ObjectIdentifier(channel)
+                switch phase {
+                case .prior: derivation.dependencyWillChange(on: id, change: change, isLeaf: isLeaf)
+                case .change: derivation.dependencyDidChange(on: id, change: change, isLeaf: isLeaf)
+                case .priorAbandoned: derivation.priorPhaseAbandoned(on: id)
+                }
+            })
     }
 
     // MARK: Introspection
@@ -207,44 +163,76 @@ class _Derivation: @unchecked Sendable {
 
     /// The user's relation and the root, if both are still there; ends the
     /// relation when the root died.
-    private func relationAndRoot() -> (relation: _Relation, root: AnyObject)? {
-        let (relationReference, rootReference) = state.withLock { state in (state.relation, state.root) }
-        guard let relationObject = relationReference?.load() else { return nil }
+    private func load(_ target: _DerivationStateMachine<_Relation>.Target) -> (relation: _Relation, root: AnyObject)? {
+        guard let relationObject = target.relation.load() else { return nil }
         // unsafeDowncast: `state.relation` is only ever made from a `_Relation`.
         let relation = unsafeDowncast(relationObject, to: _Relation.self)
         guard relation.isActive else { return nil }
-        guard let root = rootReference?.load() else {
+        guard let root = target.root.load() else {
             relation.end()
             return nil
         }
         return (relation, root)
     }
 
-    /// The dependency on `channel` changed: before the store (`isPrior`) or
-    /// after it.
-    func dependencyChanged(on channel: ObjectIdentifier, isPrior: Bool) {
-        guard let (relation, root) = relationAndRoot() else { return }
-        if isPrior {
+    /// Delivers `change` (a dependency's own change, or its prior phase) to
+    /// the user's relation as the key path's: the last link of a chain.
+    private func forward(
+        _ target: _DerivationStateMachine<_Relation>.Target, _ change: UnsafeRawPointer, _ phase: _Phase
+    ) {
+        guard let (relation, root) = load(target) else { return }
+        if phase == .prior, !relation.options.contains(.prior) { return }
+        guard let listener = relation.listener.load() else {
+            relation.end()
+            return
+        }
+        relation.deliver(listener, root, change, phase)
+    }
+
+    /// The dependency on `channel` is about to change (its prior phase).
+    /// `change` carries the property's old value; `isLeaf` says whether the
+    /// dependency was made as the last link of a chain.
+    func dependencyWillChange(on channel: ObjectIdentifier, change: UnsafeRawPointer, isLeaf: Bool) {
+        switch state.withLock({ $0.willChange(channel: channel) }) {
+        case .none:
+            return
+        case .forward(let target) where isLeaf:
+            forward(target, change, .prior)
+        case .capture(let target), .forward(let target):
+            guard let (relation, root) = load(target) else { return }
             let old = evaluate(root)
             let thread = _currentThreadID()
-            state.withLock { state in
-                if !state.isStopped { state.pendingOld.append((thread, channel, old)) }
-            }
+            let released = state.withLock { $0.captured(old, channel: channel, thread: thread) }
+            _ = released  // released unlocked
             if relation.options.contains(.prior), let listener = relation.listener.load() {
                 deliver(relation, to: listener, root: root, new: nil, old: old, isPrior: true)
             }
-            return
         }
+    }
+
+    /// The dependency on `channel` changed (after the store); see
+    /// ``dependencyWillChange(on:change:isLeaf:)``.
+    func dependencyDidChange(on channel: ObjectIdentifier, change: UnsafeRawPointer, isLeaf: Bool) {
         let thread = _currentThreadID()
-        let old = state.withLock { $0.takePendingOld(thread: thread, channel: channel) }
-        refresh(relation: relation, root: root, old: old)
+        switch state.withLock({ $0.didChange(channel: channel, thread: thread) }) {
+        case .none:
+            return
+        case .forward(let target) where isLeaf:
+            forward(target, change, .change)
+        case .forward(let target):
+            guard let (relation, root) = load(target) else { return }
+            refresh(relation: relation, root: root, old: nil)
+        case .evaluate(let target, let old, _):
+            guard let (relation, root) = load(target) else { return }
+            refresh(relation: relation, root: root, old: old)
+        }
     }
 
     /// The change of the dependency on `channel` announced in the prior phase
     /// was abandoned (its mutation threw): drops the old value captured for it.
     func priorPhaseAbandoned(on channel: ObjectIdentifier) {
         let thread = _currentThreadID()
-        let old = state.withLock { $0.takePendingOld(thread: thread, channel: channel) }
+        let old = state.withLock { $0.priorAbandoned(channel: channel, thread: thread) }
         _ = old  // released unlocked
     }
 
@@ -260,17 +248,14 @@ class _Derivation: @unchecked Sendable {
     /// property of its own, and everything it reached died), nothing can
     /// change the value any more: the relation ends and releases its handler.
     func dependencyTornDown(_ dependency: _Relation) {
-        guard let (relation, _) = relationAndRoot() else { return }
-        let (forgotten, isInert) = state.withLock { state -> ((_Relation, [Any])?, Bool) in
-            guard let index = state.dependencies.firstIndex(where: { $0 === dependency }) else { return (nil, false) }
-            let relation = state.dependencies.remove(at: index)
-            return ((relation, state.abandonPendingOld(of: [relation])), state.dependencies.isEmpty)
-        }
-        _ = forgotten  // released unlocked
-        if isInert { relation.end() }
+        guard let (relation, _) = state.withLock({ $0.target }).flatMap(load) else { return }
+        let action = state.withLock { $0.dependencyTornDown(dependency) }
+        if case .endRelation = action { relation.end() }
+        _ = action  // released unlocked
     }
 
-    /// Evaluates the key path, re-binds, and delivers the new value.
+    /// Evaluates the key path while tracking what it reads, re-binds, and
+    /// delivers the new value.
     ///
     /// An evaluation that read no `@Observed` property leaves nothing that
     /// could change the value again: the value is delivered, then the
@@ -301,6 +286,9 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
         self.keyPath = keyPath
         super.init()
     }
+
+    override var anyKeyPath: AnyKeyPath { keyPath }
+
 
     override func evaluate(_ root: AnyObject) -> Any {
         // unsafeDowncast: the root of a derivation is always its key path's root.

@@ -62,6 +62,12 @@ class _Relation: @unchecked Sendable {
     /// its listener is the derivation, and introspection does not list it).
     /// Set by the derivation only, never derived from a user's value.
     final let isDependency: Bool
+    /// Whether a change older than one already delivered is skipped (see
+    /// ``_Channel/Emission/deliver(root:change:phase:sequence:)``): true
+    /// except for dependencies that re-evaluate their key path (they always
+    /// deliver its current value, and must see every change they were told
+    /// the prior phase of).
+    final let ordersChanges: Bool
     /// The observed property's channel; `nil` for a derived key path
     /// (``_DerivedRelation``), whose derivation watches every property the key
     /// path reads.
@@ -80,21 +86,24 @@ class _Relation: @unchecked Sendable {
     /// A relation on `channel`, one `@Observed` property.
     convenience init(
         keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
-        channel: _Channel, isDependency: Bool = false, deliver: @escaping _Deliver
+        channel: _Channel, isDependency: Bool = false, ordersChanges: Bool? = nil, deliver: @escaping _Deliver
     ) {
         self.init(
             keyPath: keyPath, objectID: objectID, tableKey: objectID, options: options, proxy: proxy,
-            channelOrNil: channel, isDependency: isDependency, deliver: deliver)
+            channelOrNil: channel, isDependency: isDependency, ordersChanges: ordersChanges ?? !isDependency,
+            deliver: deliver)
     }
 
     /// `channelOrNil` is `nil` only for a ``_DerivedRelation``, which
     /// ``detachFromObservedSide()`` relies on.
     fileprivate init(
         keyPath: AnyKeyPath, objectID: ObjectIdentifier, tableKey: ObjectIdentifier, options: ObservationOptions,
-        proxy: _ListenerProxy, channelOrNil channel: _Channel?, isDependency: Bool, deliver: @escaping _Deliver
+        proxy: _ListenerProxy, channelOrNil channel: _Channel?, isDependency: Bool, ordersChanges: Bool,
+        deliver: @escaping _Deliver
     ) {
         self.tableKey = tableKey
         self.isDependency = isDependency
+        self.ordersChanges = ordersChanges
         self.deliver = deliver
         self.options = options
         self.keyPath = keyPath
@@ -192,7 +201,7 @@ final class _DerivedRelation: _Relation, @unchecked Sendable {
         keyPathHash = hash
         super.init(
             keyPath: keyPath, objectID: objectID, tableKey: Self.derivedTableKey(objectID, hash), options: options,
-            proxy: proxy, channelOrNil: nil, isDependency: false, deliver: deliver)
+            proxy: proxy, channelOrNil: nil, isDependency: false, ordersChanges: true, deliver: deliver)
     }
 
     /// Stops the derivation and its dependencies (kept out of line: the cold

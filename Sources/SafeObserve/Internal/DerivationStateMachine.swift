@@ -1,0 +1,257 @@
+/// What a derivation's dependency must tell its state machine: the channel
+/// it watches (`nil` once it let go of it).
+protocol _DerivationDependency: AnyObject {
+    var channelID: ObjectIdentifier? { get }
+}
+
+extension _Relation: _DerivationDependency {
+    var channelID: ObjectIdentifier? { channel.map(ObjectIdentifier.init) }
+}
+
+/// The state of one ``_Derivation``, as a state machine in the style of
+/// swift-async-algorithms' channel storage.
+///
+/// Every transition is a pure, synchronous `mutating` function, called under
+/// the derivation's lock: it evaluates no key path, calls no handler and
+/// releases nothing that could run user code. It returns an action saying
+/// what the derivation does *after unlocking* — evaluate the key path,
+/// deliver, end the relation, or release values and dependencies that it
+/// took out of the state.
+///
+/// ```
+///            start                 stop / root died
+///   idle ──────────────▶ watching ──────────────────▶ stopped
+///                         │  ▲
+///          will-change,   │  │  rebind (after every re-evaluation)
+///          did-change,    └──┘
+///          prior-abandoned, dependency-torn-down
+/// ```
+///
+/// `Dependency` is generic so that the transitions can be unit-tested with
+/// stand-ins; the derivation uses ``_Relation``.
+struct _DerivationStateMachine<Dependency: _DerivationDependency> {
+    enum Stage {
+        /// Created; `start` has not run.
+        case idle
+        /// Watching the properties the last evaluation read.
+        case watching
+        /// The user's relation ended: every transition is a no-op from here.
+        case stopped
+    }
+
+    private(set) var stage = Stage.idle
+    /// The user's relation (unretained: it owns the derivation).
+    private(set) var relation: _UnretainedReference?
+    /// The observed root object (unretained).
+    private(set) var root: _UnretainedReference?
+    /// The dependency relations, one per channel, in the order the last
+    /// evaluation read them. A key path reads a handful: a list beats hashing.
+    private(set) var dependencies: [Dependency] = []
+    /// Values captured before a change, per thread and dependency channel,
+    /// most recent last.
+    private(set) var pendingOld: [(thread: UInt, channel: ObjectIdentifier, value: Any)] = []
+    /// The channel of the last link, when the dependencies are a chain of
+    /// stored `@Observed` links read in key-path order (``_KeyPathShape``): a
+    /// change there changes the value but never the dependencies.
+    private(set) var leafChannel: ObjectIdentifier?
+    /// The shape last found for a list of links (the read properties' own
+    /// key paths, by identity), so that re-binding to the same properties on
+    /// other objects does not compare key paths again.
+    private(set) var knownShape: (links: [ObjectIdentifier], isChain: Bool)?
+
+    // MARK: Transitions
+
+    /// `idle → watching`.
+    mutating func start(relation: AnyObject, root: AnyObject) {
+        guard stage == .idle else { return }
+        stage = .watching
+        self.relation = _UnretainedReference(relation)
+        self.root = _UnretainedReference(root)
+    }
+
+    /// What to do after ``rebind(to:isChain:makeDependency:)``: end `dropped`,
+    /// attach `added`, release `abandoned` (all unlocked).
+    struct RebindAction {
+        var dropped: [Dependency] = []
+        var added: [Dependency] = []
+        var abandoned: [Any] = []
+    }
+
+    /// Makes the dependencies exactly `channels` (in this order), keeping
+    /// those already there and making the missing ones with `makeDependency`
+    /// (given the index in `channels`; it must not run user code). `isChain`
+    /// says whether the key path is a chain of stored links whose last read
+    /// was `channels.last`.
+    ///
+    /// - Complexity: O(*d*), *d* being the properties the key path reads:
+    ///   linear scans for a handful, identity sets beyond that.
+    mutating func rebind(
+        to channels: [ObjectIdentifier], isChain: Bool, makeDependency: (Int) -> Dependency
+    ) -> RebindAction {
+        guard stage == .watching else { return RebindAction() }
+        var action = RebindAction()
+        let isSmall = channels.count <= 8 && dependencies.count <= 8
+        let wanted = isSmall ? [] : Set(channels)
+        dependencies.removeAll { dependency in
+            let stays = dependency.channelID.map { isSmall ? channels.contains($0) : wanted.contains($0) } ?? false
+            if !stays { action.dropped.append(dependency) }
+            return !stays
+        }
+        if !action.dropped.isEmpty { action.abandoned = abandonPendingOld(of: action.dropped) }
+        var bound = isSmall ? [] : Set(dependencies.lazy.compactMap(\.channelID))
+        for (index, channel) in channels.enumerated() {
+            if isSmall {
+                guard !dependencies.contains(where: { $0.channelID == channel }) else { continue }
+            } else {
+                guard bound.insert(channel).inserted else { continue }
+            }
+            let dependency = makeDependency(index)
+            dependencies.append(dependency)
+            action.added.append(dependency)
+        }
+        leafChannel = isChain ? channels.last : nil
+        return action
+    }
+
+    /// The user's relation and root, for a transition whose action needs
+    /// them (loaded, and probed, after unlocking).
+    struct Target {
+        let relation: _UnretainedReference
+        let root: _UnretainedReference
+    }
+
+    /// What to do when a dependency is about to change (its prior phase).
+    enum WillChangeAction {
+        /// Nothing (stopped).
+        case none
+        /// Evaluate the key path (the old value), hand it to
+        /// ``captured(_:channel:thread:)``, and deliver the prior phase if
+        /// the relation asked for it.
+        case capture(Target)
+        /// The last link of a chain: forward its prior phase, which carries
+        /// the old value, to the relation as it is.
+        case forward(Target)
+    }
+
+    /// The dependency on `channel` is about to change.
+    func willChange(channel: ObjectIdentifier) -> WillChangeAction {
+        guard stage == .watching, let target else { return .none }
+        return channel == leafChannel ? .forward(target) : .capture(target)
+    }
+
+    /// `old`, the key path's value before the coming change of the
+    /// dependency on `channel` on `thread`, was evaluated: keep it for that
+    /// change, or hand it back (to release unlocked) if stopped meanwhile.
+    mutating func captured(_ old: Any, channel: ObjectIdentifier, thread: UInt) -> Any? {
+        guard stage == .watching else { return old }
+        pendingOld.append((thread, channel, old))
+        return nil
+    }
+
+    /// What to do after a dependency changed.
+    enum DidChangeAction {
+        /// Nothing (stopped).
+        case none
+        /// Evaluate the key path, deliver the value with `old`, and — when
+        /// `retrack` — record what the evaluation read and rebind to it.
+        case evaluate(Target, old: Any?, retrack: Bool)
+        /// The last link of a chain: its change is the key path's change;
+        /// forward it to the relation as it is.
+        case forward(Target)
+    }
+
+    /// The dependency on `channel` changed on `thread`. Takes the old value
+    /// captured for it (the most recent: changes nest); the last link of a
+    /// chain needs neither that nor an evaluation.
+    mutating func didChange(channel: ObjectIdentifier, thread: UInt) -> DidChangeAction {
+        guard stage == .watching, let target else { return .none }
+        if channel == leafChannel { return .forward(target) }
+        return .evaluate(target, old: takePendingOld(thread: thread, channel: channel), retrack: true)
+    }
+
+    /// The relation and root, while watching.
+    var target: Target? {
+        guard let relation, let root else { return nil }
+        return Target(relation: relation, root: root)
+    }
+
+    /// The change announced on `channel` was abandoned (its mutation threw):
+    /// the old value captured for it, to release unlocked.
+    mutating func priorAbandoned(channel: ObjectIdentifier, thread: UInt) -> Any? {
+        takePendingOld(thread: thread, channel: channel)
+    }
+
+    /// What to do after a dependency's object died.
+    enum TornDownAction {
+        /// Not a dependency any more (or stopped).
+        case none
+        /// Forgotten: release these (unlocked).
+        case release(Dependency, abandoned: [Any])
+        /// Forgotten, and it was the last: nothing can change the value any
+        /// more, so end the user's relation too.
+        case endRelation(Dependency, abandoned: [Any])
+    }
+
+    /// `dependency`'s object died (inside its `deinit`): forget it, without
+    /// evaluating anything (the key path may reach the dying object).
+    mutating func dependencyTornDown(_ dependency: Dependency) -> TornDownAction {
+        guard stage == .watching, let index = dependencies.firstIndex(where: { $0 === dependency }) else {
+            return .none
+        }
+        let removed = dependencies.remove(at: index)
+        let abandoned = abandonPendingOld(of: [removed])
+        if removed.channelID == leafChannel { leafChannel = nil }
+        return dependencies.isEmpty ? .endRelation(removed, abandoned: abandoned) : .release(removed, abandoned: abandoned)
+    }
+
+    /// What to do after stopping: end `dependencies` and release `abandoned`
+    /// (unlocked).
+    struct StopAction {
+        var dependencies: [Dependency] = []
+        var abandoned: [Any] = []
+    }
+
+    /// `→ stopped`, from any stage. Idempotent.
+    mutating func stop() -> StopAction {
+        defer {
+            stage = .stopped
+            dependencies = []
+            pendingOld = []
+            leafChannel = nil
+        }
+        return StopAction(dependencies: dependencies, abandoned: pendingOld.map(\.value))
+    }
+
+    /// Whether the links `links` were found to be a chain before (`nil`:
+    /// not checked for these links).
+    func isChain(links: [ObjectIdentifier]) -> Bool? {
+        knownShape.flatMap { $0.links == links ? $0.isChain : nil }
+    }
+
+    /// Remembers the shape found for `links` (not a transition: it changes
+    /// no stage and asks for no action).
+    mutating func remember(links: [ObjectIdentifier], isChain: Bool) {
+        knownShape = (links, isChain)
+    }
+
+    // MARK: Helpers
+
+    private mutating func takePendingOld(thread: UInt, channel: ObjectIdentifier) -> Any? {
+        guard let index = pendingOld.lastIndex(where: { $0.thread == thread && $0.channel == channel })
+        else { return nil }
+        return pendingOld.remove(at: index).value
+    }
+
+    /// Removes the values waiting for a change of one of `dropped`, which no
+    /// longer deliver (so would never collect them).
+    private mutating func abandonPendingOld(of dropped: [Dependency]) -> [Any] {
+        guard !pendingOld.isEmpty else { return [] }
+        var abandoned: [Any] = []
+        pendingOld.removeAll { entry in
+            let isAbandoned = dropped.contains { $0.channelID == entry.channel }
+            if isAbandoned { abandoned.append(entry.value) }
+            return isAbandoned
+        }
+        return abandoned
+    }
+}
