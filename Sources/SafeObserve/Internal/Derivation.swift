@@ -289,7 +289,6 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
 
     override var anyKeyPath: AnyKeyPath { keyPath }
 
-
     override func evaluate(_ root: AnyObject) -> Any {
         // unsafeDowncast: the root of a derivation is always its key path's root.
         unsafeDowncast(root, to: Root.self)[keyPath: keyPath]

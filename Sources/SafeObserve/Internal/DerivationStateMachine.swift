@@ -201,7 +201,8 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
         let removed = dependencies.remove(at: index)
         let abandoned = abandonPendingOld(of: [removed])
         if removed.channelID == leafChannel { leafChannel = nil }
-        return dependencies.isEmpty ? .endRelation(removed, abandoned: abandoned) : .release(removed, abandoned: abandoned)
+        return dependencies.isEmpty
+            ? .endRelation(removed, abandoned: abandoned) : .release(removed, abandoned: abandoned)
     }
 
     /// What to do after stopping: end `dependencies` and release `abandoned`

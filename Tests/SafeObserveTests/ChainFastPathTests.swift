@@ -1,0 +1,133 @@
+import Testing
+
+@testable import SafeObserve
+
+/// A computed property of the user's at the end of a path: it reads `value`,
+/// and `other` too when `value` is negative, so a change of `value` can
+/// change what it reads — it must never be taken for a chain's last link.
+final class BranchingLeaf: SafeObservable {
+    @Observed var value = 1
+    @Observed var other = 100
+    var reading: Int { value >= 0 ? value : other }
+}
+
+final class BranchingRoot: SafeObservable {
+    @Observed var leaf = BranchingLeaf()
+    /// The same object as `leaf`, through a computed property of the user's.
+    var leafAgain: BranchingLeaf { leaf }
+}
+
+/// The last link of a chain of `@Observed` properties forwards its change;
+/// everything else re-tracks. Both must deliver the same values.
+@Suite("Derived key paths: the last link of a chain")
+struct ChainFastPathTests {
+    /// The shape test itself: equal to the read properties' key paths appended.
+    @Test func onlyAKeyPathMadeOfTheReadPropertiesIsAChain() {
+        let root = BranchingRoot()
+        func isChain(_ keyPath: KeyPath<BranchingRoot, Int>) -> Bool {
+            let accesses = _AccessTracker.resolve { _ = root[keyPath: keyPath] }
+            return _KeyPathShape.isChain(keyPath, readAs: accesses)
+        }
+        #expect(isChain(\.leaf.value))
+        #expect(!isChain(\.leaf.reading), "a computed property of the user's at the end")
+        #expect(!isChain(\.leafAgain.value), "a computed property of the user's in the middle")
+        let person = Person()
+        let accesses = _AccessTracker.resolve { _ = person.account.balance }
+        #expect(_KeyPathShape.isChain(\Person.account.balance, readAs: accesses))
+        #expect(!_KeyPathShape.isChain(\Person.account, readAs: accesses), "fewer components than reads")
+        #expect(!_KeyPathShape.isChain(\Person.first, readAs: Array(accesses.prefix(1))), "one read is no chain")
+    }
+
+    @Test func aLeafChange_deliversNewOldAndPrior_likeASingleProperty() {
+        let a = NodeA(b: NodeB())
+        let listener = Listener()
+        a.safeObserve(\.b.c.value, by: listener, options: [.old, .new, .prior]) { listener, _, change in
+            listener.record(describe(change))
+        }
+        a.b.c.value = 1
+        a.b.c.value += 1  // in place
+        #expect(listener.log == ["0->nil prior", "0->1", "1->nil prior", "1->2"])
+    }
+
+    @Test func aLeafChange_withoutOld_deliversOnlyTheNewValue() {
+        let a = NodeA(b: NodeB())
+        let listener = Listener()
+        // Another relation on the leaf asks for `.old`: the change carries it,
+        // but this relation did not ask for it.
+        a.b.c.safeObserve(\.value, by: Listener(), options: [.old]) { _, _, _ in }
+        a.safeObserve(\.b.c.value, by: listener) { listener, _, change in listener.record(describe(change)) }
+        a.b.c.value = 5
+        #expect(listener.log == ["nil->5"])
+    }
+
+    /// Issue 13's ordering guarantee, through a chain: a handler that sets
+    /// the leaf again makes a later relation see the changes in order,
+    /// ending on the current value.
+    @Test func nestedLeafChanges_reachALaterRelationInOrder_endingOnTheCurrentValue() {
+        let a = NodeA(b: NodeB())
+        let first = Listener()
+        let later = Listener()
+        a.safeObserve(\.b.c.value, by: first) { _, a, change in
+            if change.newValue! < 3 { a.b.c.value += 1 }
+        }
+        a.safeObserve(\.b.c.value, by: later, options: [.old, .new]) { later, _, change in
+            later.record(describe(change))
+        }
+        a.b.c.value = 1
+        #expect(a.b.c.value == 3)
+        #expect(later.log.last == "2->3", "the last delivered value is the current one: \(later.log)")
+        let news = later.log.map { $0.split(separator: ">").last.map(String.init) ?? "" }
+        #expect(news == news.sorted(), "never back to an older value: \(later.log)")
+    }
+
+    @Test func aComputedPropertyAtTheEnd_keepsFollowingItsBranches() {
+        let root = BranchingRoot()
+        let listener = Listener()
+        root.safeObserve(\.leaf.reading, by: listener) { listener, _, change in listener.record(describe(change)) }
+        root.leaf.value = -1  // now reads `other`
+        root.leaf.other = 7
+        #expect(listener.log == ["nil->100", "nil->7"])
+    }
+
+    @Test func aComputedPropertyInTheMiddle_isReTracked_andDeliversTheSameValues() {
+        let root = BranchingRoot()
+        let listener = Listener()
+        root.safeObserve(\.leafAgain.value, by: listener) { listener, _, change in listener.record(describe(change)) }
+        root.leaf.value = 2
+        root.leaf = BranchingLeaf()
+        root.leaf.value = 3
+        #expect(listener.log == ["nil->2", "nil->1", "nil->3"])
+    }
+
+    @Test func afterAnIntermediateIsReplaced_theNewLeafForwards_andTheOldOneIsForgotten() {
+        let a = NodeA(b: NodeB())
+        let listener = Listener()
+        a.safeObserve(\.b.c.value, by: listener, options: [.old, .new]) { listener, _, change in
+            listener.record(describe(change))
+        }
+        let oldC = a.b.c
+        let newC = NodeC()
+        newC.value = 10
+        a.b.c = newC
+        oldC.value = 99
+        newC.value = 11
+        #expect(listener.log == ["0->10", "10->11"])
+        #expect(watchers(of: oldC) == 0)
+    }
+
+    @Test func theLeafHandlerUnobservingOrReleasingTheListener_stopsDelivery() {
+        let a = NodeA(b: NodeB())
+        var listener: Listener? = Listener()
+        weak let weakListener = listener
+        a.safeObserve(\.b.c.value, by: listener!) { listener, a, change in
+            listener.record(describe(change))
+            a.safeUnobserve(\.b.c.value, by: listener)
+        }
+        a.b.c.value = 1
+        a.b.c.value = 2
+        #expect(listener?.log == ["nil->1"])
+        listener = nil
+        #expect(weakListener == nil)
+        #expect(watchers(of: a.b.c) == 0)
+    }
+}
