@@ -243,12 +243,66 @@ final class CancellableBox {
 
 // MARK: - Scenarios
 
+/// A computed property over two `@Observed` ones.
+public final class ComputedModel: SafeObservable {
+    /// The first term.
+    @Observed public var a = 0
+    /// The second term.
+    @Observed public var b = 1
+    /// Computed: reads both.
+    public var sum: Int { a + b }
+    /// Creates a model.
+    public init() {}
+}
+
+/// The same with `@Observable`.
+@Observable
+public final class ObservableComputedModel {
+    /// The first term.
+    public var a = 0
+    /// The second term.
+    public var b = 1
+    /// Computed: reads both.
+    public var sum: Int { a + b }
+    /// Creates a model.
+    public init() {}
+}
+
 /// Every scenario, in report order.
 public enum Scenarios {
     /// The scenarios `InstructionCounts list` numbers.
     public static let all: [Scenario] =
         setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling + chains + rebinding
-        + cliffs + notifications + controller
+        + computed + cliffs + notifications + controller
+
+    // (issue 16) A computed property is re-tracked on every change: it may
+    // read other properties after it.
+    static let computed: [Scenario] = [
+        Scenario(operation: "computed property re-tracked", peer: "SafeObserve", operationsPerIteration: 1) { n in
+            let model = ComputedModel()
+            let sink = Sink()
+            model.safeObserve(\.sum, by: sink) { sink, _, change in sink.add(change.newValue!) }
+            measure(n) { n in for i in 0..<n { model.a = i } }
+            blackHole((model, sink))
+        },
+        Scenario(
+            operation: "computed property re-tracked", peer: "Observation (track + mutate)", operationsPerIteration: 1
+        ) { n in
+            let model = ObservableComputedModel()
+            let sink = Sink()
+            measure(n) { n in
+                for i in 0..<n {
+                    withObservationTracking {
+                        _ = model.sum
+                    } onChange: {
+                        sink.add(1)
+                    }
+                    model.a = i
+                }
+            }
+            blackHole((model, sink))
+        },
+    ]
 
     // (issue 16) The controller's bookkeeping stays O(k) in the key paths of
     // the one object, whatever else it observes.
