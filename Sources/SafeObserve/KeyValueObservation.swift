@@ -19,18 +19,16 @@
 /// and, as for every SafeObserve relation, when the observed object dies;
 /// any order of these is safe, and nothing is ever called after the
 /// relation ended. The observation never keeps the object alive.
-public final class KeyValueObservation: SafeObserver, Sendable {
-    /// Ends the relation in the observation's `deinit`.
-    ///
-    /// ```swift
-    /// let lifetime = observation.observerLifetime   // the SafeObserver requirement
-    /// ```
-    public let observerLifetime = ObserverLifetime()
-    // nonisolated(unsafe): written once, by `observe`, before the observation
-    // is returned (and so before it can be shared).
-    @usableFromInline nonisolated(unsafe) var token: ObservationToken?
+public final class KeyValueObservation: Sendable {
+    @usableFromInline let token: ObservationToken
 
-    @usableFromInline init() {}
+    @usableFromInline init(_ token: ObservationToken) {
+        self.token = token
+    }
+
+    deinit {
+        token.invalidate()
+    }
 
     /// Stops observing: the handler never runs again and is released.
     /// Idempotent.
@@ -39,7 +37,7 @@ public final class KeyValueObservation: SafeObserver, Sendable {
     /// observation.invalidate()
     /// ```
     public func invalidate() {
-        token?.invalidate()
+        token.invalidate()
     }
 
     /// Whether the handler still runs: `false` once the observation was
@@ -48,7 +46,7 @@ public final class KeyValueObservation: SafeObserver, Sendable {
     /// ```swift
     /// assert(!observation.isActive)   // after invalidate()
     /// ```
-    public var isActive: Bool { token?.isActive ?? false }
+    public var isActive: Bool { token.isActive }
 }
 
 extension SafeObservable {
@@ -87,11 +85,35 @@ extension SafeObservable {
         isolation: isolated (any Actor)? = #isolation,
         changeHandler: @escaping (Self, ObservedChange<Value>) -> Void
     ) -> KeyValueObservation {
-        let observation = KeyValueObservation()
-        observation.token = safeObserve(keyPath, by: observation, options: options, isolation: isolation) {
-            _, object, change in
-            changeHandler(object, change)
+        // One listener for every observation, so that an observation costs
+        // one relation and one allocation, not a listener of its own; its
+        // relation is distinct, so two observations of one key path stay two
+        // relations, as in KVO.
+        let listener = _KeyValueObservationListener.shared
+        guard isolation == nil else {
+            return KeyValueObservation(
+                _safeObserve(keyPath, by: listener, options: options, isolation: isolation, isDistinct: true) {
+                    _, object, change in
+                    changeHandler(object, change)
+                })
+        }
+        let (token, deliversInitial) = _register(
+            keyPath, by: listener, listenerType: KeyValueObservation.self, options: options,
+            deliver: _makeDeliver(options, unisolatedObjectHandler: changeHandler), isDistinct: true)
+        let observation = KeyValueObservation(token)
+        if deliversInitial {
+            changeHandler(self, ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true))
         }
         return observation
     }
+}
+
+/// The listener of every ``KeyValueObservation``'s relation. It never dies,
+/// so a relation ends only when its observation is invalidated or
+/// deinitialized (which both invalidate the token) or its object dies.
+@usableFromInline
+final class _KeyValueObservationListener: SafeObserver, Sendable {
+    @usableFromInline static let shared = _KeyValueObservationListener()
+    @usableFromInline let observerLifetime = ObserverLifetime()
+    private init() {}
 }

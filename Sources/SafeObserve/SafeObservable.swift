@@ -97,6 +97,23 @@ extension SafeObservable {
         isolation: isolated (any Actor)? = #isolation,
         changeHandler: @escaping (Listener, Self, ObservedChange<Value>) -> Void
     ) -> ObservationToken {
+        _safeObserve(
+            keyPath, by: listener, options: options, isolation: isolation, isDistinct: false,
+            changeHandler: changeHandler)
+    }
+
+    /// ``safeObserve(_:by:options:isolation:changeHandler:)``, optionally
+    /// never deduplicated when `isDistinct` (see
+    /// `_SafeObserveRegistration.register`).
+    @inlinable
+    func _safeObserve<Listener: AnyObject, Value>(
+        _ keyPath: KeyPath<Self, Value>,
+        by listener: Listener,
+        options: ObservationOptions,
+        isolation: isolated (any Actor)?,
+        isDistinct: Bool,
+        changeHandler: @escaping (Listener, Self, ObservedChange<Value>) -> Void
+    ) -> ObservationToken {
         // The handler thunk is built here, in the caller's module, so delivery
         // runs specialized code; registration itself is not generic.
         let hop: _Hop<Listener, Self, Value>?
@@ -110,7 +127,8 @@ extension SafeObservable {
             deliver = _makeDeliver(options, unisolated: changeHandler)
         }
         let (token, deliversInitial) = _register(
-            keyPath, by: listener, listenerType: Listener.self, options: options, deliver: deliver)
+            keyPath, by: listener, listenerType: Listener.self, options: options, deliver: deliver,
+            isDistinct: isDistinct)
         hop?.attach(token)
         if deliversInitial {
             let current = self[keyPath: keyPath]
@@ -185,11 +203,11 @@ extension SafeObservable {
     @inlinable
     func _register<Value>(
         _ keyPath: KeyPath<Self, Value>, by listener: AnyObject, listenerType: Any.Type, options: ObservationOptions,
-        deliver: @escaping _Deliver
+        deliver: @escaping _Deliver, isDistinct: Bool = false
     ) -> (token: ObservationToken, deliversInitial: Bool) {
         _SafeObserveRegistration.register(
             self, keyPath: keyPath, listener: listener, options: options, deliver: deliver,
-            types: (Self.self, Value.self, listenerType),
+            types: (Self.self, Value.self, listenerType), isDistinct: isDistinct,
             typed: { step in
                 switch step {
                 case .read:
@@ -278,6 +296,20 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
             unsafeDowncast(root, to: Root.self),
             _observedChange(options, change, phase, Value.self)
         )
+    }
+}
+
+/// ``_makeDeliver(_:unisolated:)`` for a handler that takes the object and
+/// the change only (a ``KeyValueObservation``'s): no forwarding closure.
+@inlinable
+func _makeDeliver<Root: AnyObject, Value>(
+    _ options: ObservationOptions,
+    unisolatedObjectHandler handler: @escaping (Root, ObservedChange<Value>) -> Void
+) -> _Deliver {
+    // nonisolated(unsafe): as in `_makeDeliver(_:unisolated:)`.
+    nonisolated(unsafe) let handler = handler
+    return { _, root, change, phase in
+        handler(unsafeDowncast(root, to: Root.self), _observedChange(options, change, phase, Value.self))
     }
 }
 

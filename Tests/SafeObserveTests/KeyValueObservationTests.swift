@@ -176,4 +176,72 @@ struct KeyValueObservationTests {
         #expect(values.withLock { $0 } == [7, 7])  // a derived key path delivers its value on each change it reads
         withExtendedLifetime(observation) {}
     }
+
+    // MARK: One shared listener, distinct relations
+
+    @Test func twoObservationsOfOneDerivedKeyPath_areTwoRelations_endedIndependently() {
+        let person = Person(account: Account(balance: 1))
+        let log = _Mutex<[String]>([])
+        var first: KeyValueObservation? = person.observe(\.account.balance, options: .new) { _, change in
+            log.withLock { $0.append("first \(change.newValue!)") }
+        }
+        let second = person.observe(\.account.balance, options: .new) { _, change in
+            log.withLock { $0.append("second \(change.newValue!)") }
+        }
+        person.account.balance = 2
+        first = nil
+        person.account.balance = 3
+        #expect(log.withLock { $0 } == ["first 2", "second 2", "second 3"])
+        #expect(first == nil && second.isActive)
+    }
+
+    /// Every observation shares one internal listener: ending one, or many,
+    /// never touches another's relation, and nothing is left afterwards.
+    @Test func manyObservationsOfOneProperty_endInAnyOrder_andLeaveNothing() {
+        let counter = Counter()
+        let calls = _Mutex(0)
+        var observations: [KeyValueObservation?] = (0..<200).map { _ in
+            counter.observe(\.count) { _, _ in calls.withLock { $0 += 1 } }
+        }
+        counter.count = 1
+        #expect(calls.withLock { $0 } == 200)
+        var random = SplitMix64(seed: 7)
+        for _ in 0..<150 {
+            let index = random.next(observations.count)
+            if random.next(2) == 0 { observations[index]?.invalidate() } else { observations[index] = nil }
+        }
+        let live = observations.filter { $0?.isActive == true }.count
+        calls.withLock { $0 = 0 }
+        counter.count = 2
+        #expect(calls.withLock { $0 } == live)
+        #expect(SafeObservation.relations(of: counter).count == live)
+        observations.removeAll()
+        counter.count = 3
+        #expect(calls.withLock { $0 } == live, "no relation outlives its observation")
+        #expect(SafeObservation.relations(of: counter).isEmpty)
+    }
+
+    @Test @MainActor func anObservationMadeOnTheMainActor_deliversThere_andEndsOnRelease() async {
+        let counter = SendableCounter()
+        let values = _Mutex<[Int]>([])
+        var observation: KeyValueObservation? = counter.observe(\.count, options: .new) { _, change in
+            MainActor.preconditionIsolated()
+            values.withLock { $0.append(change.newValue!) }
+        }
+        counter.count = 1  // on the main actor: delivered at once
+        #expect(values.withLock { $0 } == [1])
+        await Task.detached { counter.count = 2 }.value
+        #expect(await eventually { values.withLock { $0 } == [1, 2] })
+        observation = nil
+        await Task.detached { counter.count = 3 }.value
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(values.withLock { $0 } == [1, 2])
+        #expect(observation == nil)
+    }
+}
+
+/// Changed from one task at a time by the main-actor test above.
+private final class SendableCounter: SafeObservable, @unchecked Sendable {
+    // @unchecked Sendable: the test changes it from one task at a time.
+    @Observed var count = 0
 }

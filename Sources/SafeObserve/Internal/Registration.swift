@@ -37,6 +37,9 @@ enum _SafeObserveRegistration {
     ///     see ``_AccessTracker``); `.makeDerivation` makes the typed
     ///     derivation a derived key path needs; `.checkSettable` tells a
     ///     settable key path (see ``isSubclassSpelling(of:_:_:)``).
+    ///   - isDistinct: Whether the relation is never deduplicated with
+    ///     another (a ``KeyValueObservation``'s: each call is its own
+    ///     relation, as in KVO); it is filed under a key of its own.
     /// - Returns: The token, and whether the caller must deliver `.initial`
     ///   (a new, still active relation that asked for it).
     @usableFromInline
@@ -47,6 +50,7 @@ enum _SafeObserveRegistration {
         options: ObservationOptions,
         deliver: @escaping _Deliver,
         types: (root: Any.Type, value: Any.Type, listener: Any.Type),
+        isDistinct: Bool = false,
         typed: (_TypedStep) -> AnyObject?
     ) -> (token: ObservationToken, deliversInitial: Bool) {
         var inert: (ObservationToken, Bool) { (ObservationToken(inertWith: options), false) }
@@ -68,7 +72,7 @@ enum _SafeObserveRegistration {
         while true {
             if let outcome = attempt(
                 object, keyPath: keyPath, listener: listener, options: options, deliver: deliver, types: types,
-                typed: typed)
+                isDistinct: isDistinct, typed: typed)
             {
                 return outcome
             }
@@ -86,6 +90,7 @@ enum _SafeObserveRegistration {
         options: ObservationOptions,
         deliver: @escaping _Deliver,
         types: (root: Any.Type, value: Any.Type, listener: Any.Type),
+        isDistinct: Bool,
         typed: (_TypedStep) -> AnyObject?
     ) -> (token: ObservationToken, deliversInitial: Bool)? {
         var inert: (ObservationToken, Bool) { (ObservationToken(inertWith: options), false) }
@@ -100,10 +105,10 @@ enum _SafeObserveRegistration {
         {
             return attach(
                 object, keyPath, options, deliver, listener: listener, found: found, channel: channel, proxy: proxy,
-                observerType: observerType)
+                observerType: observerType, isDistinct: isDistinct)
         }
 
-        if let found = registerEqualKeyPath(object, keyPath, listener, options, deliver) { return found }
+        if let found = registerEqualKeyPath(object, keyPath, listener, options, deliver, isDistinct) { return found }
 
         switch resolve(
             keyPath, on: object, types: types, read: { _ = typed(.read) }, isSettable: { typed(.checkSettable) != nil })
@@ -115,12 +120,13 @@ enum _SafeObserveRegistration {
             guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
             // Unmanaged: +1s that `attach` hands over to the relation.
             return attach(
-                object, keyPath, options, deliver, to: .passRetained(channel), proxy: .passRetained(proxy))
+                object, keyPath, options, deliver, to: .passRetained(channel), proxy: .passRetained(proxy),
+                isDistinct: isDistinct)
 
         case .derived(let accesses):
             // unsafeDowncast: `.makeDerivation` always returns a derivation.
             let derivation = unsafeDowncast(typed(.makeDerivation).unsafelyUnwrapped, to: _Derivation.self)
-            return registerDerived(object, keyPath, listener, options, deliver, derivation, accesses)
+            return registerDerived(object, keyPath, listener, options, deliver, derivation, accesses, isDistinct)
         }
     }
 
@@ -131,7 +137,7 @@ enum _SafeObserveRegistration {
     @inline(never)
     private static func registerEqualKeyPath(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ listener: AnyObject, _ options: ObservationOptions,
-        _ deliver: @escaping _Deliver
+        _ deliver: @escaping _Deliver, _ isDistinct: Bool
     ) -> (token: ObservationToken, deliversInitial: Bool)?? {
         guard let field = _KeyPathResolutionCache.sentinelField(equalTo: keyPath) else { return nil }
         // Unmanaged: +1 references from the registry, handed to `attach` or released.
@@ -145,7 +151,7 @@ enum _SafeObserveRegistration {
         return .some(
             attach(
                 object, keyPath, options, deliver, listener: listener, found: found, channel: channel, proxy: proxy,
-                observerType: observerType))
+                observerType: observerType, isDistinct: isDistinct))
     }
 
     /// ``attach(_:_:_:_:to:proxy:)`` after a registry look-up: finds the
@@ -156,7 +162,8 @@ enum _SafeObserveRegistration {
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
         listener: AnyObject, found: _ListenerLookup,
         // Unmanaged: +1 references, taken over or released.
-        channel: Unmanaged<_Channel>?, proxy: Unmanaged<_ListenerProxy>?, observerType: (any SafeObserver.Type)?
+        channel: Unmanaged<_Channel>?, proxy: Unmanaged<_ListenerProxy>?, observerType: (any SafeObserver.Type)?,
+        isDistinct: Bool
     ) -> (token: ObservationToken, deliversInitial: Bool)? {
         // Unmanaged: a +1 the caller takes, from the proxy's owner.
         let proxy = proxy ?? _ListenerProxy.retained(listener, create: true, found: found, observerType: observerType)
@@ -166,7 +173,7 @@ enum _SafeObserveRegistration {
             proxy?.release()
             return (ObservationToken(inertWith: options), false)
         }
-        return attach(object, keyPath, options, deliver, to: channel, proxy: proxy)
+        return attach(object, keyPath, options, deliver, to: channel, proxy: proxy, isDistinct: isDistinct)
     }
 
     /// Registers `listener` on a derived key path (kept out of line, so the
@@ -174,14 +181,14 @@ enum _SafeObserveRegistration {
     @inline(never)
     private static func registerDerived(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ listener: AnyObject, _ options: ObservationOptions,
-        _ deliver: @escaping _Deliver, _ derivation: _Derivation, _ accesses: [_Access]
+        _ deliver: @escaping _Deliver, _ derivation: _Derivation, _ accesses: [_Access], _ isDistinct: Bool
     ) -> (token: ObservationToken, deliversInitial: Bool)? {
         guard let proxy = _ListenerProxy.of(listener, create: true) else {
             return (ObservationToken(inertWith: options), false)
         }
         let candidate = _DerivedRelation(
             keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
-            derivation: derivation, deliver: deliver)
+            derivation: derivation, isDistinct: isDistinct, deliver: deliver)
         var existing: _Relation?
         guard proxy.insert(candidate, existing: &existing) else {
             return listenerIsAlive(listener) ? nil : (ObservationToken(inertWith: options), false)
@@ -196,13 +203,13 @@ enum _SafeObserveRegistration {
     private static func attach(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
         // Unmanaged: +1 references the new relation takes over.
-        to channel: Unmanaged<_Channel>, proxy: Unmanaged<_ListenerProxy>
+        to channel: Unmanaged<_Channel>, proxy: Unmanaged<_ListenerProxy>, isDistinct: Bool
     ) -> (token: ObservationToken, deliversInitial: Bool)? {
         // Built before the proxy's lock is taken, and dropped on a dedupe hit.
         // Unmanaged: the relation takes both +1s over.
         let relation = _Relation(
             keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy.takeRetainedValue(),
-            channel: channel.takeRetainedValue(), deliver: deliver)
+            channel: channel.takeRetainedValue(), isDistinct: isDistinct, deliver: deliver)
         var existing: _Relation?
         guard relation.proxy.insert(relation, existing: &existing) else {
             return listenerIsAlive(relation.listener.load()) ? nil : (ObservationToken(inertWith: options), false)

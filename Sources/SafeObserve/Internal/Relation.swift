@@ -27,6 +27,10 @@ enum _Phase: Sendable {
 /// The source of relation identities: never reused, unlike addresses.
 private let _nextRelationID = Atomic<UInt64>(1)
 
+/// The source of distinct relations' table keys (see
+/// ``_Relation/distinctTableKey()``): never reused.
+private let _nextDistinctKey = Atomic<UInt64>(1)
+
 /// One observation relation: a listener watching one key path of one object.
 ///
 /// The relation is what both sides hold: the observed property's ``_Channel``
@@ -49,7 +53,9 @@ class _Relation: @unchecked Sendable {
     /// Where the listener's proxy files the relation: under its object for a
     /// single property (a handful per object), under its object and key-path
     /// hash for a derived key path (any number per object; see
-    /// ``derivedTableKey(_:_:)``).
+    /// ``derivedTableKey(_:_:)``) — or under a key of its own, which no other
+    /// relation shares, when it must never be deduplicated (a
+    /// ``KeyValueObservation``'s; see ``distinctTableKey()``).
     final let tableKey: ObjectIdentifier
     /// The listener, never retained (probed with `swift_tryRetain`). Its
     /// allocation is kept by `proxy`'s reference to it.
@@ -86,10 +92,12 @@ class _Relation: @unchecked Sendable {
     /// A relation on `channel`, one `@Observed` property.
     convenience init(
         keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
-        channel: _Channel, isDependency: Bool = false, ordersChanges: Bool? = nil, deliver: @escaping _Deliver
+        channel: _Channel, isDistinct: Bool = false, isDependency: Bool = false, ordersChanges: Bool? = nil,
+        deliver: @escaping _Deliver
     ) {
         self.init(
-            keyPath: keyPath, objectID: objectID, tableKey: objectID, options: options, proxy: proxy,
+            keyPath: keyPath, objectID: objectID, tableKey: isDistinct ? Self.distinctTableKey() : objectID,
+            options: options, proxy: proxy,
             channelOrNil: channel, isDependency: isDependency, ordersChanges: ordersChanges ?? !isDependency,
             deliver: deliver)
     }
@@ -194,13 +202,15 @@ final class _DerivedRelation: _Relation, @unchecked Sendable {
     /// Computes the key path's hash: call it outside locks.
     init(
         keyPath: AnyKeyPath, objectID: ObjectIdentifier, options: ObservationOptions, proxy: _ListenerProxy,
-        derivation: _Derivation, deliver: @escaping _Deliver
+        derivation: _Derivation, isDistinct: Bool = false, deliver: @escaping _Deliver
     ) {
         self.derivation = derivation
         let hash = keyPath.hashValue
         keyPathHash = hash
         super.init(
-            keyPath: keyPath, objectID: objectID, tableKey: Self.derivedTableKey(objectID, hash), options: options,
+            keyPath: keyPath, objectID: objectID,
+            tableKey: isDistinct ? Self.distinctTableKey() : Self.derivedTableKey(objectID, hash),
+            options: options,
             proxy: proxy, channelOrNil: nil, isDependency: false, ordersChanges: true, deliver: deliver)
     }
 
@@ -211,4 +221,17 @@ final class _DerivedRelation: _Relation, @unchecked Sendable {
         derivation.stop()
     }
 
+}
+
+extension _Relation {
+    /// A key for a relation that is never deduplicated: a number never used
+    /// before, with bit 2 set — which no object's identity (8-byte aligned)
+    /// and no derived key has — so that no other relation is ever filed
+    /// under it.
+    @inline(never)
+    static func distinctTableKey() -> ObjectIdentifier {
+        let number = _nextDistinctKey.wrappingAdd(1, ordering: .relaxed).oldValue
+        // unsafeBitCast: an identity used only as a table key, never as a reference.
+        return unsafeBitCast(UInt(truncatingIfNeeded: number) &<< 4 | 4, to: ObjectIdentifier.self)
+    }
 }
