@@ -85,15 +85,12 @@ class _Derivation: @unchecked Sendable {
         let leafOptions = options.intersection([.old, .prior])
         // Outside the lock: comparing key paths may run user code.
         let links = accesses.map { ObjectIdentifier($0.wrappedKeyPath) }
-        let isChain: Bool
-        if let known = state.withLock({ $0.isChain(links: links) }) {
-            isChain = known
-        } else {
-            isChain = _KeyPathShape.isChain(anyKeyPath, readAs: accesses)
-            state.withLock { $0.remember(links: links, isChain: isChain) }
-        }
+        let known = state.withLock { $0.isChain(links: links) }
+        let isChain = known ?? _KeyPathShape.isChain(anyKeyPath, readAs: accesses)
         let action = state.withLock { state in
-            state.rebind(to: accesses.map { ObjectIdentifier($0.channel) }, isChain: isChain) { index in
+            state.rebind(
+                to: accesses.map { ObjectIdentifier($0.channel) }, isChain: isChain, links: known == nil ? links : nil
+            ) { index in
                 let isLeaf = isChain && index == accesses.count - 1
                 return makeDependency(
                     on: accesses[index], options: isLeaf ? leafOptions : dependencyOptions, isLeaf: isLeaf)
@@ -193,12 +190,12 @@ class _Derivation: @unchecked Sendable {
     /// `change` carries the property's old value; `isLeaf` says whether the
     /// dependency was made as the last link of a chain.
     func dependencyWillChange(on channel: ObjectIdentifier, change: UnsafeRawPointer, isLeaf: Bool) {
-        switch state.withLock({ $0.willChange(channel: channel) }) {
+        switch state.withLock({ $0.willChange(channel: channel, forwards: isLeaf) }) {
         case .none:
             return
-        case .forward(let target) where isLeaf:
+        case .forward(let target):
             forward(target, change, .prior)
-        case .capture(let target), .forward(let target):
+        case .capture(let target):
             guard let (relation, root) = load(target) else { return }
             let old = evaluate(root)
             let thread = _currentThreadID()
@@ -214,15 +211,12 @@ class _Derivation: @unchecked Sendable {
     /// ``dependencyWillChange(on:change:isLeaf:)``.
     func dependencyDidChange(on channel: ObjectIdentifier, change: UnsafeRawPointer, isLeaf: Bool) {
         let thread = _currentThreadID()
-        switch state.withLock({ $0.didChange(channel: channel, thread: thread) }) {
+        switch state.withLock({ $0.didChange(channel: channel, thread: thread, forwards: isLeaf) }) {
         case .none:
             return
-        case .forward(let target) where isLeaf:
-            forward(target, change, .change)
         case .forward(let target):
-            guard let (relation, root) = load(target) else { return }
-            refresh(relation: relation, root: root, old: nil)
-        case .evaluate(let target, let old, _):
+            forward(target, change, .change)
+        case .evaluate(let target, let old):
             guard let (relation, root) = load(target) else { return }
             refresh(relation: relation, root: root, old: old)
         }

@@ -81,13 +81,16 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// those already there and making the missing ones with `makeDependency`
     /// (given the index in `channels`; it must not run user code). `isChain`
     /// says whether the key path is a chain of stored links whose last read
-    /// was `channels.last`.
+    /// was `channels.last`; with `links` (the read properties' key paths),
+    /// that verdict is remembered for them (see ``isChain(links:)``).
     ///
     /// - Complexity: O(*d*), *d* being the properties the key path reads:
     ///   linear scans for a handful, identity sets beyond that.
     mutating func rebind(
-        to channels: [ObjectIdentifier], isChain: Bool, makeDependency: (Int) -> Dependency
+        to channels: [ObjectIdentifier], isChain: Bool, links: [ObjectIdentifier]? = nil,
+        makeDependency: (Int) -> Dependency
     ) -> RebindAction {
+        if let links { knownShape = (links, isChain) }
         guard stage == .watching else { return RebindAction() }
         var action = RebindAction()
         let isSmall = channels.count <= 8 && dependencies.count <= 8
@@ -133,10 +136,12 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
         case forward(Target)
     }
 
-    /// The dependency on `channel` is about to change.
-    func willChange(channel: ObjectIdentifier) -> WillChangeAction {
+    /// The dependency on `channel` is about to change; `forwards` says
+    /// whether that dependency was made as a chain's last link (one made
+    /// otherwise captures, whatever the state says).
+    func willChange(channel: ObjectIdentifier, forwards: Bool) -> WillChangeAction {
         guard stage == .watching, let target else { return .none }
-        return channel == leafChannel ? .forward(target) : .capture(target)
+        return forwards && channel == leafChannel ? .forward(target) : .capture(target)
     }
 
     /// `old`, the key path's value before the coming change of the
@@ -152,9 +157,9 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     enum DidChangeAction {
         /// Nothing (stopped).
         case none
-        /// Evaluate the key path, deliver the value with `old`, and — when
-        /// `retrack` — record what the evaluation read and rebind to it.
-        case evaluate(Target, old: Any?, retrack: Bool)
+        /// Evaluate the key path while tracking what it reads, rebind to
+        /// that, and deliver the value with `old`.
+        case evaluate(Target, old: Any?)
         /// The last link of a chain: its change is the key path's change;
         /// forward it to the relation as it is.
         case forward(Target)
@@ -162,11 +167,12 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
 
     /// The dependency on `channel` changed on `thread`. Takes the old value
     /// captured for it (the most recent: changes nest); the last link of a
-    /// chain needs neither that nor an evaluation.
-    mutating func didChange(channel: ObjectIdentifier, thread: UInt) -> DidChangeAction {
+    /// chain (`forwards`, as for ``willChange(channel:forwards:)``) needs
+    /// neither that nor an evaluation.
+    mutating func didChange(channel: ObjectIdentifier, thread: UInt, forwards: Bool) -> DidChangeAction {
         guard stage == .watching, let target else { return .none }
-        if channel == leafChannel { return .forward(target) }
-        return .evaluate(target, old: takePendingOld(thread: thread, channel: channel), retrack: true)
+        if forwards, channel == leafChannel { return .forward(target) }
+        return .evaluate(target, old: takePendingOld(thread: thread, channel: channel))
     }
 
     /// The relation and root, while watching.
@@ -227,12 +233,6 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// not checked for these links).
     func isChain(links: [ObjectIdentifier]) -> Bool? {
         knownShape.flatMap { $0.links == links ? $0.isChain : nil }
-    }
-
-    /// Remembers the shape found for `links` (not a transition: it changes
-    /// no stage and asks for no action).
-    mutating func remember(links: [ObjectIdentifier], isChain: Bool) {
-        knownShape = (links, isChain)
     }
 
     // MARK: Helpers

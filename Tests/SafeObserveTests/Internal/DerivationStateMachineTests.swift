@@ -94,11 +94,11 @@ struct DerivationStateMachineTests {
 
     @Test func willChange_ofTheLeaf_forwards_andOfAnyOtherDependency_capturesTheOldValue() {
         let machine = watching([ids[0], ids[1]], isChain: true)
-        guard case .forward = machine.willChange(channel: ids[1]) else {
+        guard case .forward = machine.willChange(channel: ids[1], forwards: true) else {
             Issue.record("the leaf forwards its prior phase")
             return
         }
-        guard case .capture(let target) = machine.willChange(channel: ids[0]) else {
+        guard case .capture(let target) = machine.willChange(channel: ids[0], forwards: false) else {
             Issue.record("an intermediate captures the old value")
             return
         }
@@ -108,7 +108,7 @@ struct DerivationStateMachineTests {
     @Test func willChange_afterStop_doesNothing() {
         var machine = watching([ids[0]])
         _ = machine.stop()
-        guard case .none = machine.willChange(channel: ids[0]) else {
+        guard case .none = machine.willChange(channel: ids[0], forwards: false) else {
             Issue.record("a stopped derivation evaluates nothing")
             return
         }
@@ -130,7 +130,7 @@ struct DerivationStateMachineTests {
         _ = machine.captured("other channel", channel: ids[1], thread: 1)
         _ = machine.captured("nested", channel: ids[0], thread: 1)
         for expected in ["nested", "outer"] {
-            guard case .evaluate(_, let old, retrack: true) = machine.didChange(channel: ids[0], thread: 1) else {
+            guard case .evaluate(_, let old) = machine.didChange(channel: ids[0], thread: 1, forwards: false) else {
                 Issue.record("a dependency's change re-evaluates and re-tracks")
                 return
             }
@@ -141,7 +141,7 @@ struct DerivationStateMachineTests {
 
     @Test func didChange_ofTheLeaf_forwards_withoutTakingAnOldValue() {
         var machine = watching([ids[0], ids[1]], isChain: true)
-        guard case .forward = machine.didChange(channel: ids[1], thread: 1) else {
+        guard case .forward = machine.didChange(channel: ids[1], thread: 1, forwards: true) else {
             Issue.record("the leaf forwards its change")
             return
         }
@@ -150,7 +150,7 @@ struct DerivationStateMachineTests {
     @Test func didChange_afterStop_doesNothing() {
         var machine = watching([ids[0]])
         _ = machine.stop()
-        guard case .none = machine.didChange(channel: ids[0], thread: 1) else {
+        guard case .none = machine.didChange(channel: ids[0], thread: 1, forwards: false) else {
             Issue.record("a stopped derivation delivers nothing")
             return
         }
@@ -210,9 +210,24 @@ struct DerivationStateMachineTests {
 
     @Test func theShapeOfALinkList_isRememberedForThoseLinksOnly() {
         var machine = Machine()
+        machine.start(relation: relation, root: root)
         #expect(machine.isChain(links: [ids[0], ids[1]]) == nil)
-        machine.remember(links: [ids[0], ids[1]], isChain: true)
+        _ = machine.rebind(to: [ids[2], ids[3]], isChain: true, links: [ids[0], ids[1]]) { Dependency(ids[2 + $0]) }
         #expect(machine.isChain(links: [ids[0], ids[1]]) == true)
         #expect(machine.isChain(links: [ids[1], ids[0]]) == nil)
+    }
+
+    @Test func aDependencyNotMadeAsTheLeaf_capturesAndEvaluates_evenOnTheLeafChannel() {
+        var machine = watching([ids[0], ids[1]], isChain: true)
+        guard case .capture = machine.willChange(channel: ids[1], forwards: false) else {
+            Issue.record("only a dependency made as the last link forwards")
+            return
+        }
+        _ = machine.captured("old", channel: ids[1], thread: 1)
+        guard case .evaluate(_, let old) = machine.didChange(channel: ids[1], thread: 1, forwards: false) else {
+            Issue.record("only a dependency made as the last link forwards")
+            return
+        }
+        #expect(old as? String == "old")
     }
 }
