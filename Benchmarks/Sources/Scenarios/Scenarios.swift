@@ -245,6 +245,10 @@ final class CancellableBox {
 
 /// A computed property over two `@Observed` ones.
 public final class ComputedModel: SafeObservable {
+    /// Not observed; only moves `a` to another offset, so that its setter is
+    /// not merged with `SafeModel.value`'s (which would add a jump to that
+    /// row).
+    public var label = ""
     /// The first term.
     @Observed public var a = 0
     /// The second term.
