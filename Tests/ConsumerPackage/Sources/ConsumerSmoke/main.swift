@@ -209,6 +209,81 @@ do {
     check(!token.isActive, "the object's death ends a relation with unknown option bits")
 }
 
+// MARK: - Chains and KVO's shape
+
+final class Leaf: SafeObservable {
+    @Observed var value = 0
+}
+
+final class Middle: SafeObservable {
+    @Observed var leaf = Leaf()
+}
+
+final class Root: SafeObservable {
+    @Observed var middle = Middle()
+}
+
+/// A subclass whose override of the chain's last link reads the stored value
+/// and changes it: the key path is then no chain of `@Observed` properties.
+final class DoublingLeaf: SafeObservable {
+    @Observed var raw = 0
+    var doubled: Int { raw * 2 }
+}
+
+do {
+    // The last link of a chain forwards its change; replacing a link re-targets.
+    let root = Root()
+    let label = Label()
+    var log: [String] = []
+    root.safeObserve(\.middle.leaf.value, by: label, options: [.old, .new]) { _, _, change in
+        log.append("\(change.oldValue!)->\(change.newValue!)")
+    }
+    root.middle.leaf.value = 1
+    let oldLeaf = root.middle.leaf
+    root.middle.leaf = Leaf()
+    oldLeaf.value = 99
+    root.middle.leaf.value += 5
+    check(log == ["0->1", "1->0", "0->5"], "a chain delivers its leaf and re-targets (\(log))")
+
+    // Nested changes through a chain reach a later relation in order.
+    var later: [Int] = []
+    root.safeObserve(\.middle.leaf.value, by: Label()) { _, root, change in
+        if change.newValue! < 8 { root.middle.leaf.value += 1 }
+    }
+    let lateLabel = Label()
+    root.safeObserve(\.middle.leaf.value, by: lateLabel) { _, _, change in later.append(change.newValue!) }
+    root.middle.leaf.value = 6
+    check(later.last == root.middle.leaf.value, "the last delivered value is the current one (\(later))")
+    withExtendedLifetime(lateLabel) {}
+
+    // A computed end of a path is re-evaluated, not forwarded.
+    let doubling = DoublingLeaf()
+    var doubled: [Int] = []
+    doubling.safeObserve(\.doubled, by: label) { _, _, change in doubled.append(change.newValue!) }
+    doubling.raw = 3
+    check(doubled == [6], "a computed property delivers its own value")
+    withExtendedLifetime(label) {}
+}
+
+do {
+    // KVO's shape: one relation per observation, ended by release or invalidate.
+    let counter = Counter()
+    var seen: [String] = []
+    var first: KeyValueObservation? = counter.observe(\.count, options: [.new], isolation: nil) { _, change in
+        seen.append("first \(change.newValue!)")
+    }
+    let second = counter.observe(\.count, options: [.new], isolation: nil) { _, change in
+        seen.append("second \(change.newValue!)")
+    }
+    counter.count = 1
+    first = nil
+    counter.count = 2
+    second.invalidate()
+    counter.count = 3
+    check(seen == ["first 1", "second 1", "second 2"], "KeyValueObservation ends on release and invalidate (\(seen))")
+    check(SafeObservation.relations(of: counter).isEmpty && first == nil, "no observation relation is left")
+}
+
 // MARK: - Notifications
 
 extension NotificationName where Payload == Int {
