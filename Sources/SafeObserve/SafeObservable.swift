@@ -214,7 +214,12 @@ extension SafeObservable {
                     _ = self[keyPath: keyPath]
                     return nil
                 case .makeDerivation:
-                    return _TypedDerivation(keyPath: keyPath)
+                    return _TypedDerivation(keyPath: keyPath) { new, old, body in
+                        // The values were produced by evaluating `keyPath`, so they are `Value`s.
+                        withUnsafePointer(
+                            to: ObservedChange(newValue: new.map { $0 as! Value }, oldValue: old.map { $0 as! Value })
+                        ) { body($0) }
+                    }
                 case .checkSettable:
                     return keyPath is ReferenceWritableKeyPath<Self, Value> ? keyPath : nil
                 }

@@ -83,14 +83,15 @@ class _Derivation: @unchecked Sendable {
         // last link of a chain, whose phases are forwarded — to deliver it.
         let dependencyOptions: ObservationOptions = options.contains(.old) || options.contains(.prior) ? .prior : []
         let leafOptions = options.intersection([.old, .prior])
+        let channels = accesses.map { ObjectIdentifier($0.channel) }
+        // The common case of a computed property: it read what it read before.
+        if state.withLock({ $0.isBound(exactly: channels) }) { return }
         // Outside the lock: comparing key paths may run user code.
         let links = accesses.map { ObjectIdentifier($0.wrappedKeyPath) }
         let known = state.withLock { $0.isChain(links: links) }
         let isChain = known ?? _KeyPathShape.isChain(anyKeyPath, readAs: accesses)
         let action = state.withLock { state in
-            state.rebind(
-                to: accesses.map { ObjectIdentifier($0.channel) }, isChain: isChain, links: known == nil ? links : nil
-            ) { index in
+            state.rebind(to: channels, isChain: isChain, links: known == nil ? links : nil) { index in
                 let isLeaf = isChain && index == accesses.count - 1
                 return makeDependency(
                     on: accesses[index], options: isLeaf ? leafOptions : dependencyOptions, isLeaf: isLeaf)
@@ -271,13 +272,23 @@ class _Derivation: @unchecked Sendable {
 /// The typed half of a derivation, created in the caller's module by
 /// `safeObserve` (where `Root` and `Value` are known).
 @usableFromInline
-// @unchecked Sendable: adds only an immutable key path to `_Derivation`.
+// @unchecked Sendable: adds an immutable key path and an immutable closure that captures nothing mutable.
 final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Sendable {
+    /// Builds the change a handler receives from values `evaluate` produced
+    /// and passes a pointer to it to its last argument. Made where
+    /// `safeObserve` was called, so that it is specialized there: built here,
+    /// generically, the change cost a look-up of its type's metadata (and of
+    /// `Optional<Value>`'s) on every delivery.
+    @usableFromInline
+    typealias MakeChange = (_ new: Any?, _ old: Any?, _ body: (UnsafeRawPointer) -> Void) -> Void
+
     let keyPath: KeyPath<Root, Value>
+    let makeChange: MakeChange
 
     @usableFromInline
-    init(keyPath: KeyPath<Root, Value>) {
+    init(keyPath: KeyPath<Root, Value>, makeChange: @escaping MakeChange) {
         self.keyPath = keyPath
+        self.makeChange = makeChange
         super.init()
     }
 
@@ -291,8 +302,6 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
     override func deliver(
         _ relation: _Relation, to listener: AnyObject, root: AnyObject, new: Any?, old: Any?, isPrior: Bool
     ) {
-        // The values were produced by `evaluate`, so they are `Value`s.
-        let change = ObservedChange<Value>(newValue: new.map { $0 as! Value }, oldValue: old.map { $0 as! Value })
-        withUnsafePointer(to: change) { relation.deliver(listener, root, $0, isPrior ? .prior : .change) }
+        makeChange(new, old) { relation.deliver(listener, root, $0, isPrior ? .prior : .change) }
     }
 }

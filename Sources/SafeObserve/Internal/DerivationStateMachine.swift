@@ -229,6 +229,13 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
         return StopAction(dependencies: dependencies, abandoned: pendingOld.map(\.value))
     }
 
+    /// Whether the dependencies are exactly `channels`, in this order (then
+    /// a re-bind to them would change nothing, the chain's shape included).
+    func isBound(exactly channels: [ObjectIdentifier]) -> Bool {
+        stage == .watching && dependencies.count == channels.count
+            && zip(dependencies, channels).allSatisfy { $0.channelID == $1 }
+    }
+
     /// Whether the links `links` were found to be a chain before (`nil`:
     /// not checked for these links).
     func isChain(links: [ObjectIdentifier]) -> Bool? {

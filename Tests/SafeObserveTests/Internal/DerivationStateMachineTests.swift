@@ -208,6 +208,16 @@ struct DerivationStateMachineTests {
         #expect(action.added.isEmpty, "a stopped derivation binds nothing")
     }
 
+    @Test func isBoundExactly_onlyForTheSameChannelsInTheSameOrder_whileWatching() {
+        var machine = watching([ids[0], ids[1]])
+        #expect(machine.isBound(exactly: [ids[0], ids[1]]))
+        #expect(!machine.isBound(exactly: [ids[1], ids[0]]), "another order may change the chain's last link")
+        #expect(!machine.isBound(exactly: [ids[0]]))
+        #expect(!machine.isBound(exactly: [ids[0], ids[1], ids[0]]), "a channel read twice re-binds")
+        _ = machine.stop()
+        #expect(!machine.isBound(exactly: []))
+    }
+
     @Test func theShapeOfALinkList_isRememberedForThoseLinksOnly() {
         var machine = Machine()
         machine.start(relation: relation, root: root)
