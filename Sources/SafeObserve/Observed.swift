@@ -190,7 +190,7 @@ public struct Observed<Value> {
         _ wrappedKeyPath: AnyKeyPath,
         sentinel: inout _Sentinel?
     ) {
-        guard let tracker = _AccessTracker.current else { return }
+        guard _AccessTracker.isActive else { return }
         if sentinel == nil {
             // Never create a sentinel inside the object's own deinit.
             guard !_swift_isDeallocating(instance) else { return }
@@ -199,7 +199,7 @@ public struct Observed<Value> {
         // Where the field is, validated later only if registration caches it.
         let base = UnsafeRawPointer(Unmanaged.passUnretained(instance).toOpaque())
         let offset = withUnsafeMutablePointer(to: &sentinel) { UnsafeRawPointer($0) - base }
-        tracker.record(
+        _AccessTracker.record(
             _Access(
                 object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel!.channel,
                 sentinelFieldOffset: offset))

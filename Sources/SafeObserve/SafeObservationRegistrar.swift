@@ -98,10 +98,10 @@ public final class SafeObservationRegistrar: Sendable {
 
     @usableFromInline
     func _recordAccess<Object: SafeObservable, Value>(_ object: Object, keyPath: KeyPath<Object, Value>) {
-        guard let tracker = _AccessTracker.current,
-            let sentinel = sentinel(for: object, keyPath: keyPath, create: true)
-        else { return }
-        tracker.record(_Access(object: object, wrappedKeyPath: keyPath, channel: sentinel.channel))
+        guard _AccessTracker.isActive, let sentinel = sentinel(for: object, keyPath: keyPath, create: true) else {
+            return
+        }
+        _AccessTracker.record(_Access(object: object, wrappedKeyPath: keyPath, channel: sentinel.channel))
     }
 
     /// The sentinel of `keyPath`, created on its first observation with `create`.

@@ -32,48 +32,50 @@ struct _Access {
 
 /// Records which `@Observed` properties a key path reads.
 ///
-/// Registration installs a tracker on the current thread, reads
-/// `root[keyPath: keyPath]`, and inspects the recorded accesses.
-final class _AccessTracker {
-    private(set) var accesses: [_Access]
-    private var previous: UnsafeMutableRawPointer?
-
-    private init() {
-        // Room for a short chain without regrowing.
-        accesses = []
-        accesses.reserveCapacity(4)
-    }
+/// Registration (and a derived key path's re-evaluation) installs a tracker
+/// on the current thread, reads `root[keyPath: keyPath]`, and inspects the
+/// recorded accesses. The tracker lives on the stack of ``resolve(_:)``; the
+/// thread-local slot points to it while `read` runs (trackers nest: a
+/// getter may register an observation).
+struct _AccessTracker {
+    private(set) var accesses: [_Access] = []
 
     /// Runs `read` while recording every `@Observed` access it makes.
     static func resolve(_ read: () -> Void) -> [_Access] {
-        let tracker = _AccessTracker()
-        tracker.previous = _currentTracker.value
-        // Unmanaged without a retain: `tracker` is alive until this function returns.
-        _currentTracker.value = Unmanaged.passUnretained(tracker).toOpaque()
-        _activeTrackers.add(1, ordering: .relaxed)
-        defer {
-            _activeTrackers.subtract(1, ordering: .relaxed)
-            _currentTracker.value = tracker.previous
+        var tracker = _AccessTracker()
+        // Room for a short chain without regrowing.
+        tracker.accesses.reserveCapacity(4)
+        let previous = _currentTracker.value
+        withUnsafeMutablePointer(to: &tracker) { pointer in
+            _currentTracker.value = UnsafeMutableRawPointer(pointer)
+            _activeTrackers.add(1, ordering: .relaxed)
+            defer {
+                _activeTrackers.subtract(1, ordering: .relaxed)
+                _currentTracker.value = previous
+            }
+            read()
         }
-        read()
         return tracker.accesses
     }
 
-    /// The tracker of the registration running on this thread, if any.
-    static var current: _AccessTracker? {
-        guard let pointer = _currentTracker.value else { return nil }
-        // Unmanaged: the pointer was set by `resolve`, whose frame keeps the tracker alive.
-        return Unmanaged<_AccessTracker>.fromOpaque(pointer).takeUnretainedValue()
+    /// Records `access` in the tracker of the registration running on this
+    /// thread, if any; whether there was one.
+    @discardableResult
+    static func record(_ access: @autoclosure () -> _Access) -> Bool {
+        guard let pointer = _currentTracker.value else { return false }
+        // The slot points to the tracker of the `resolve` running on this
+        // thread, which outlives the call (it restores the slot before returning).
+        pointer.assumingMemoryBound(to: _AccessTracker.self).pointee.accesses.append(access())
+        return true
     }
 
-    func record(_ access: _Access) {
-        accesses.append(access)
-    }
+    /// Whether a registration is resolving a key path on this thread.
+    static var isActive: Bool { _currentTracker.value != nil }
 }
 
 /// Whether a registration is resolving a key path on this thread (checked
 /// before the getter takes the sentinel creation lock).
 @usableFromInline
 func _isTrackingOnThisThread() -> Bool {
-    _AccessTracker.current != nil
+    _AccessTracker.isActive
 }

@@ -116,22 +116,38 @@ class _Derivation: @unchecked Sendable {
     /// relation's options need (`.old`, `.prior`) and is ordered.
     private func makeDependency(on access: _Access, options: ObservationOptions, isLeaf: Bool) -> _Relation {
         // Captured strongly, like the relation's own reference to it (both
-        // let go when the relation is released).
+        // let go when the relation is released); one reference is each
+        // closure's whole context, so nothing is allocated for it.
         let channel = access.channel
+        let deliver: _Deliver
+        if isLeaf {
+            deliver = { derivation, _, change, phase in
+                _Derivation.dependencyDelivers(derivation, ObjectIdentifier(channel), change, phase, isLeaf: true)
+            }
+        } else {
+            deliver = { derivation, _, change, phase in
+                _Derivation.dependencyDelivers(derivation, ObjectIdentifier(channel), change, phase, isLeaf: false)
+            }
+        }
         return _Relation(
             keyPath: access.wrappedKeyPath, objectID: ObjectIdentifier(access.object),
             options: options, proxy: proxy, channel: access.channel, isDependency: true, ordersChanges: isLeaf,
-            deliver: { derivation, _, change, phase in
-                // unsafeDowncast: a dependency's listener is always its
-                // derivation (only this closure is stored with `isDependency`).
-                let derivation = unsafeDowncast(derivation, to: _Derivation.self)
-                let id = ObjectIdentifier(channel)
-                switch phase {
-                case .prior: derivation.dependencyWillChange(on: id, change: change, isLeaf: isLeaf)
-                case .change: derivation.dependencyDidChange(on: id, change: change, isLeaf: isLeaf)
-                case .priorAbandoned: derivation.priorPhaseAbandoned(on: id)
-                }
-            })
+            deliver: deliver)
+    }
+
+    /// A dependency's delivery: `derivation` is its listener.
+    private static func dependencyDelivers(
+        _ derivation: AnyObject, _ channel: ObjectIdentifier, _ change: UnsafeRawPointer, _ phase: _Phase,
+        isLeaf: Bool
+    ) {
+        // unsafeDowncast: a dependency's listener is always its derivation
+        // (only `makeDependency` makes relations with `isDependency`).
+        let derivation = unsafeDowncast(derivation, to: _Derivation.self)
+        switch phase {
+        case .prior: derivation.dependencyWillChange(on: channel, change: change, isLeaf: isLeaf)
+        case .change: derivation.dependencyDidChange(on: channel, change: change, isLeaf: isLeaf)
+        case .priorAbandoned: derivation.priorPhaseAbandoned(on: channel)
+        }
     }
 
     // MARK: Introspection
