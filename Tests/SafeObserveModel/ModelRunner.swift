@@ -56,6 +56,10 @@ public enum ModelRunner {
                     world.perform(.releaseListener(slot: slot))
                     model.perform(.releaseListener(slot: slot))
                 }
+                // Before the next mutations, as between steps (see `awaitDeaths`).
+                awaitDeaths(
+                    objects: [], listeners: Set(model.listeners.filter { !$0.value.isAlive }.keys),
+                    in: world.census)
                 world.perform(.unlinkAll)
                 model.perform(.unlinkAll)
                 for slot in 0..<ModelOperation.objectSlots {

@@ -83,7 +83,7 @@ class _Derivation: @unchecked Sendable {
         // last link of a chain, whose phases are forwarded — to deliver it.
         let dependencyOptions: ObservationOptions = options.contains(.old) || options.contains(.prior) ? .prior : []
         let leafOptions = options.intersection([.old, .prior])
-        let channels = accesses.map { ObjectIdentifier($0.channel) }
+        let channels = accesses.lazy.map { ObjectIdentifier($0.channel) }
         // The common case of a computed property: it read what it read before.
         if state.withLock({ $0.isBound(exactly: channels) }) { return }
         // Outside the lock: comparing key paths may run user code.
@@ -91,7 +91,9 @@ class _Derivation: @unchecked Sendable {
         let known = state.withLock { $0.isChain(links: links) }
         let isChain = known ?? _KeyPathShape.isChain(anyKeyPath, readAs: accesses)
         let action = state.withLock { state in
-            state.rebind(to: channels, isChain: isChain, links: known == nil ? links : nil) { index in
+            state.rebind(
+                to: accesses.map { ObjectIdentifier($0.channel) }, isChain: isChain, links: known == nil ? links : nil
+            ) { index in
                 let isLeaf = isChain && index == accesses.count - 1
                 return makeDependency(
                     on: accesses[index], options: isLeaf ? leafOptions : dependencyOptions, isLeaf: isLeaf)

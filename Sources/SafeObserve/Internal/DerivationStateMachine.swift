@@ -231,7 +231,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
 
     /// Whether the dependencies are exactly `channels`, in this order (then
     /// a re-bind to them would change nothing, the chain's shape included).
-    func isBound(exactly channels: [ObjectIdentifier]) -> Bool {
+    func isBound(exactly channels: some Collection<ObjectIdentifier>) -> Bool {
         stage == .watching && dependencies.count == channels.count
             && zip(dependencies, channels).allSatisfy { $0.channelID == $1 }
     }
