@@ -730,6 +730,22 @@ public enum Scenarios {
             }
             blackHole(sink)
         },
+        // KVO code mostly ends an observation by releasing it (`observation = nil`).
+        Scenario(
+            operation: "add + remove", peer: "SafeObserve, KeyValueObservation (observe + release)",
+            operationsPerIteration: 1
+        ) { n in
+            let model = SafeModel()
+            let sink = Sink()
+            _ = model.observe(\.value, options: .new, isolation: nil) { _, _ in }
+            measure(n) { n in
+                for _ in 0..<n {
+                    blackHole(
+                        model.observe(\.value, options: .new, isolation: nil) { _, change in sink.add(change.newValue!) })
+                }
+            }
+            blackHole(sink)
+        },
         Scenario(operation: "add + remove", peer: "SafeObserve, SafeObserver listener", operationsPerIteration: 1) {
             n in
             let model = SafeModel()
