@@ -741,7 +741,8 @@ public enum Scenarios {
             measure(n) { n in
                 for _ in 0..<n {
                     blackHole(
-                        model.observe(\.value, options: .new, isolation: nil) { _, change in sink.add(change.newValue!) })
+                        model.observe(\.value, options: .new, isolation: nil) { _, change in sink.add(change.newValue!)
+                        })
                 }
             }
             blackHole(sink)
