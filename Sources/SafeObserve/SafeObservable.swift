@@ -311,7 +311,8 @@ func _makeDeliver<Root: AnyObject, Value>(
     _ options: ObservationOptions,
     unisolatedObjectHandler handler: @escaping (Root, ObservedChange<Value>) -> Void
 ) -> _Deliver {
-    // nonisolated(unsafe): as in `_makeDeliver(_:unisolated:)`.
+    // nonisolated(unsafe): a handler registered from nonisolated code runs
+    // where its object is changed, as it would inline; see "Threading".
     nonisolated(unsafe) let handler = handler
     return { _, root, change, phase in
         handler(unsafeDowncast(root, to: Root.self), _observedChange(options, change, phase, Value.self))
