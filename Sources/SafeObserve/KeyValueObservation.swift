@@ -19,6 +19,12 @@
 /// and, as for every SafeObserve relation, when the observed object dies;
 /// any order of these is safe, and nothing is ever called after the
 /// relation ended. The observation never keeps the object alive.
+///
+/// - Note: Introspection (``SafeObservation/relations(of:)``,
+///   ``SafeObservation/graph(of:)``) lists each observation's relation with
+///   one internal listener that every observation shares, not with the
+///   observation; end an observation through it, never through that
+///   listener.
 public final class KeyValueObservation: Sendable {
     @usableFromInline let token: ObservationToken
 
