@@ -17,6 +17,20 @@ final class BranchingRoot: SafeObservable {
     var leafAgain: BranchingLeaf { leaf }
 }
 
+/// A subclass of a chain's root: `\ChainSubRoot.b.c.value` spells the
+/// inherited `b` from the subclass.
+class ChainBaseRoot: SafeObservable {
+    @Observed var b = NodeB()
+}
+final class ChainSubRoot: ChainBaseRoot {}
+
+/// A chain key path formed in generic code: a new key-path object per call.
+private func observeLeaf<Root: ChainBaseRoot>(of root: Root, by listener: Listener) {
+    root.safeObserve(\.b.c.value, by: listener, options: [.old, .new]) { listener, _, change in
+        listener.record(describe(change))
+    }
+}
+
 /// The last link of a chain of `@Observed` properties forwards its change;
 /// everything else re-tracks. Both must deliver the same values.
 @Suite("Derived key paths: the last link of a chain")
@@ -129,5 +143,30 @@ struct ChainFastPathTests {
         listener = nil
         #expect(weakListener == nil)
         #expect(watchers(of: a.b.c) == 0)
+    }
+
+    @Test func aChainSpelledFromASubclass_orFormedInGenericCode_deliversAndReTargets() {
+        for makeRoot in [{ ChainSubRoot() as ChainBaseRoot }, { ChainBaseRoot() }] {
+            let root = makeRoot()
+            let spelled = Listener()
+            let generic = Listener()
+            if let sub = root as? ChainSubRoot {
+                sub.safeObserve(\ChainSubRoot.b.c.value, by: spelled, options: [.old, .new]) { listener, _, change in
+                    listener.record(describe(change))
+                }
+            } else {
+                root.safeObserve(\.b.c.value, by: spelled, options: [.old, .new]) { listener, _, change in
+                    listener.record(describe(change))
+                }
+            }
+            observeLeaf(of: root, by: generic)
+            root.b.c.value = 1
+            let oldC = root.b.c
+            root.b.c = NodeC()
+            oldC.value = 50
+            root.b.c.value = 2
+            #expect(spelled.log == ["0->1", "1->0", "0->2"])
+            #expect(generic.log == ["0->1", "1->0", "0->2"])
+        }
     }
 }
