@@ -59,14 +59,12 @@ struct _AccessTracker {
     }
 
     /// Records `access` in the tracker of the registration running on this
-    /// thread, if any; whether there was one.
-    @discardableResult
-    static func record(_ access: @autoclosure () -> _Access) -> Bool {
-        guard let pointer = _currentTracker.value else { return false }
+    /// thread, if any.
+    static func record(_ access: @autoclosure () -> _Access) {
+        guard let pointer = _currentTracker.value else { return }
         // The slot points to the tracker of the `resolve` running on this
         // thread, which outlives the call (it restores the slot before returning).
         pointer.assumingMemoryBound(to: _AccessTracker.self).pointee.accesses.append(access())
-        return true
     }
 
     /// Whether a registration is resolving a key path on this thread.

@@ -69,7 +69,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
         self.root = _UnretainedReference(root)
     }
 
-    /// What to do after ``rebind(to:isChain:makeDependency:)``: end `dropped`,
+    /// What to do after ``rebind(to:isChain:links:makeDependency:)``: end `dropped`,
     /// attach `added`, release `abandoned` (all unlocked).
     struct RebindAction {
         var dropped: [Dependency] = []

@@ -15,13 +15,22 @@
 /// on the last one's value, and nothing is read after it. Its change changes
 /// the value, never the dependencies.
 enum _KeyPathShape {
+    /// The longest chain recognised; a key path reading more keeps
+    /// re-tracking (and is never compared, so that a computed property
+    /// reading thousands of properties pays nothing for this).
+    static let maximumLinks = 32
+
     /// Whether `keyPath` is exactly the chain of properties `accesses` read,
     /// in order, each on its own channel.
     ///
     /// Call it outside locks: `==` on key paths with subscript arguments
     /// compares the arguments.
+    ///
+    /// - Complexity: O(1) for more than ``maximumLinks`` reads (a computed
+    ///   property over many objects, never a chain one would spell);
+    ///   otherwise O(*d*²) in the *d* ≤ 32 reads.
     static func isChain(_ keyPath: AnyKeyPath, readAs accesses: [_Access]) -> Bool {
-        guard let last = accesses.last, accesses.count >= 2 else { return false }
+        guard let last = accesses.last, accesses.count >= 2, accesses.count <= maximumLinks else { return false }
         for index in accesses.indices.dropFirst()
         where accesses[..<index].contains(where: { $0.channel === accesses[index].channel }) {
             return false
