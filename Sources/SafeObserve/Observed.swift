@@ -211,4 +211,9 @@ extension Observed: _ObservedStorage {
         // Unwrapped: `_sentinel` is a stored property, so it has an offset.
         MemoryLayout<Self>.offset(of: \Self._sentinel).unsafelyUnwrapped
     }
+    static var _valueOffset: Int {
+        // Unwrapped: `_value` is a stored property, so it has an offset.
+        MemoryLayout<Self>.offset(of: \Self._value).unsafelyUnwrapped
+    }
+    static var _valueType: Any.Type { Value.self }
 }

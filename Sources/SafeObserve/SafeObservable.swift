@@ -214,10 +214,13 @@ extension SafeObservable {
                     _ = self[keyPath: keyPath]
                     return nil
                 case .makeDerivation:
-                    return _TypedDerivation(keyPath: keyPath) { new, old, body in
-                        // The values were produced by evaluating `keyPath`, so they are `Value`s.
+                    return _TypedDerivation(keyPath: keyPath) { newAddress, new, old, body in
+                        // Values evaluated from `keyPath`, or read from the storage
+                        // of a chain's last link: `Value`s either way.
                         withUnsafePointer(
-                            to: ObservedChange(newValue: new.map { $0 as! Value }, oldValue: old.map { $0 as! Value })
+                            to: ObservedChange(
+                                newValue: newAddress.map { $0.load(as: Value.self) } ?? new.map { $0 as! Value },
+                                oldValue: old.map { $0 as! Value })
                         ) { body($0) }
                     }
                 case .checkSettable:

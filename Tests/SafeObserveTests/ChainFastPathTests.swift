@@ -24,6 +24,41 @@ class ChainBaseRoot: SafeObservable {
 }
 final class ChainSubRoot: ChainBaseRoot {}
 
+/// A root whose subclass overrides the chain's first link with a getter that
+/// returns another object than the one stored: the chain must be read
+/// through that getter, never from storage.
+class OverriddenLinkRoot: SafeObservable {
+    @Observed var b = NodeB()
+}
+final class RedirectingRoot: OverriddenLinkRoot {
+    let elsewhere = NodeB()
+    override var b: NodeB {
+        get {
+            _ = super.b
+            return elsewhere
+        }
+        set { super.b = newValue }
+    }
+}
+
+/// A chain whose last link holds a value with a reference inside (copied
+/// out of storage, it must be retained).
+final class TitledLeaf: SafeObservable {
+    @Observed var title = "untitled"
+}
+final class TitledMiddle: SafeObservable {
+    @Observed var leaf = TitledLeaf()
+}
+final class TitledRoot: SafeObservable {
+    @Observed var middle = TitledMiddle()
+}
+
+/// Whether the derivation behind `token` reads its chain from storage.
+private func readsFromStorage(_ token: ObservationToken) -> Bool {
+    guard let relation = token._liveRelation as? _DerivedRelation else { return false }
+    return relation.derivation.state.withLock { $0.chainLayout } != nil
+}
+
 /// A chain key path formed in generic code: a new key-path object per call.
 private func observeLeaf<Root: ChainBaseRoot>(of root: Root, by listener: Listener) {
     root.safeObserve(\.b.c.value, by: listener, options: [.old, .new]) { listener, _, change in
@@ -168,5 +203,75 @@ struct ChainFastPathTests {
             #expect(spelled.log == ["0->1", "1->0", "0->2"])
             #expect(generic.log == ["0->1", "1->0", "0->2"])
         }
+    }
+
+    @Test func onlyAChainOfStoredLinks_isReadFromStorage() {
+        let listener = Listener()
+        let a = NodeA(b: NodeB())
+        #expect(readsFromStorage(a.safeObserve(\.b.c.value, by: listener) { _, _, _ in }))
+        let root = BranchingRoot()
+        #expect(!readsFromStorage(root.safeObserve(\.leafAgain.value, by: listener) { _, _, _ in }))
+        #expect(!readsFromStorage(root.safeObserve(\.leaf.reading, by: listener) { _, _, _ in }))
+        // Spelled from the base class, the key path is the stored links'
+        // (from the subclass, the override's: not a chain at all).
+        let redirecting: OverriddenLinkRoot = RedirectingRoot()
+        #expect(!readsFromStorage(redirecting.safeObserve(\.b.c.value, by: listener) { _, _, _ in }))
+    }
+
+    @Test func replacingIntermediates_readsTheNewLinks_andWatchesObjectsNeverObservedBefore() {
+        let a = NodeA(b: NodeB())
+        let listener = Listener()
+        a.safeObserve(\.b.c.value, by: listener, options: [.old, .new, .prior]) { listener, _, change in
+            listener.record(describe(change))
+        }
+        let oldB = a.b
+        let newB = NodeB()
+        newB.c.value = 7
+        a.b = newB
+        oldB.c.value = 50
+        newB.c.value = 8
+        let newC = NodeC()
+        newC.value = 9
+        newB.c = newC
+        newC.value = 10
+        #expect(
+            listener.log == [
+                "0->nil prior", "0->7", "7->nil prior", "7->8", "8->nil prior", "8->9", "9->nil prior", "9->10",
+            ])
+        #expect(watchers(of: oldB) == 0 && watchers(of: oldB.c) == 0)
+        #expect(watchers(of: newB) == 1 && watchers(of: newC) == 1)
+    }
+
+    @Test func aLinkOverriddenByASubclassGetter_isReadThroughTheGetter() {
+        let root = RedirectingRoot()
+        root.elsewhere.c.value = 5
+        let listeners = [Listener(), Listener()]
+        for (spelling, listener) in zip([root as OverriddenLinkRoot, root], listeners) {
+            spelling.safeObserve(\.b.c.value, by: listener, options: [.old, .new]) { listener, _, change in
+                listener.record(describe(change))
+            }
+        }
+        // The setter stores another object; the getter still returns `elsewhere`.
+        root.b = NodeB()
+        root.elsewhere.c.value = 6
+        #expect(listeners.map(\.log) == [["5->5", "5->6"], ["5->5", "5->6"]])
+    }
+
+    @Test func aLeafValueReadFromStorage_isACopyThatOutlivesTheChain() {
+        var root: TitledRoot? = TitledRoot()
+        weak let weakRoot = root
+        let listener = Listener()
+        var titles: [String] = []
+        root!.safeObserve(\.middle.leaf.title, by: listener, options: [.old, .new]) { _, _, change in
+            titles.append(change.oldValue! + "->" + change.newValue!)
+        }
+        let middle = TitledMiddle()
+        middle.leaf.title = String(repeating: "long title ", count: 4)
+        root!.middle = middle
+        root!.middle = TitledMiddle()
+        root = nil
+        #expect(weakRoot == nil)
+        let long = String(repeating: "long title ", count: 4)
+        #expect(titles == ["untitled->" + long, long + "->untitled"])
     }
 }

@@ -53,9 +53,29 @@ class _Derivation: @unchecked Sendable {
         preconditionFailure("_Derivation.evaluate(_:) must be overridden")
     }
 
+    /// The key path's value type.
+    var valueType: Any.Type {
+        preconditionFailure("_Derivation.valueType must be overridden")
+    }
+
+    /// A copy of the `valueType` value stored at `address` (a chain's last
+    /// link, see ``_ChainLayout``).
+    func value(at address: UnsafeRawPointer) -> Any {
+        preconditionFailure("_Derivation.value(at:) must be overridden")
+    }
+
     /// Delivers a change to `relation`'s handler.
     func deliver(_ relation: _Relation, to listener: AnyObject, root: AnyObject, new: Any?, old: Any?, isPrior: Bool) {
         preconditionFailure("_Derivation.deliver(_:to:root:new:old:isPrior:) must be overridden")
+    }
+
+    /// Delivers a change whose new value is the `valueType` value stored at
+    /// `newAddress` (a chain's last link, see ``_ChainLayout``), copied
+    /// before the handler runs.
+    func deliver(
+        _ relation: _Relation, to listener: AnyObject, root: AnyObject, newAt newAddress: UnsafeRawPointer, old: Any?
+    ) {
+        preconditionFailure("_Derivation.deliver(_:to:root:newAt:old:) must be overridden")
     }
 
     // MARK: Lifecycle
@@ -63,7 +83,7 @@ class _Derivation: @unchecked Sendable {
     /// Starts watching the properties `accesses` (the registration's read) found.
     func start(relation: _Relation, root: AnyObject, accesses: [_Access]) {
         state.withLock { $0.start(relation: relation, root: root) }
-        rebind(to: accesses, options: relation.options)
+        rebind(to: accesses, root: root, options: relation.options)
     }
 
     /// Stops watching (the user's relation ended). Idempotent.
@@ -74,25 +94,33 @@ class _Derivation: @unchecked Sendable {
         _ = action
     }
 
-    /// Makes the dependencies exactly the properties in `accesses`.
+    /// Makes the dependencies exactly the properties in `accesses` (read
+    /// from `root`); `isKnownChain` when they are the links of the chain
+    /// whose layout read them.
     ///
     /// - Complexity: O(*d*), *d* being the properties the key path reads.
     ///   Allocations only for what changed.
-    private func rebind(to accesses: [_Access], options: ObservationOptions) {
+    private func rebind(
+        to accesses: [_Access], root: AnyObject, options: ObservationOptions, isKnownChain: Bool = false
+    ) {
         // The prior phase is only needed to capture old values, or — for the
         // last link of a chain, whose phases are forwarded — to deliver it.
         let dependencyOptions: ObservationOptions = options.contains(.old) || options.contains(.prior) ? .prior : []
         let leafOptions = options.intersection([.old, .prior])
         let channels = accesses.lazy.map { ObjectIdentifier($0.channel) }
         // The common case of a computed property: it read what it read before.
-        if state.withLock({ $0.isBound(exactly: channels) }) { return }
+        // (A chain's walk runs after a link changed: its links moved.)
+        if !isKnownChain, state.withLock({ $0.isBound(exactly: channels) }) { return }
         // Outside the lock: comparing key paths may run user code.
-        let links = accesses.map { ObjectIdentifier($0.wrappedKeyPath) }
-        let known = state.withLock { $0.isChain(links: links) }
+        let links = isKnownChain ? nil : accesses.map { ObjectIdentifier($0.wrappedKeyPath) }
+        let known = isKnownChain ? true : state.withLock { $0.isChain(links: links!) }
         let isChain = known ?? _KeyPathShape.isChain(anyKeyPath, readAs: accesses)
+        let layout = known == nil && isChain ? _ChainLayout(reads: accesses, root: root, valueType: valueType) : nil
         let action = state.withLock { state in
             state.rebind(
-                to: accesses.map { ObjectIdentifier($0.channel) }, isChain: isChain, links: known == nil ? links : nil
+                toChannels: accesses.count, at: { ObjectIdentifier(accesses[$0].channel) }, isChain: isChain,
+                links: known == nil ? links : nil,
+                layout: layout
             ) { index in
                 let isLeaf = isChain && index == accesses.count - 1
                 return makeDependency(
@@ -100,9 +128,9 @@ class _Derivation: @unchecked Sendable {
             }
         }
         for relation in action.dropped { relation.end() }
+        // One dependency per channel: the proxy never holds an active one
+        // for it already (if it did, this one would be a duplicate).
         for relation in action.added {
-            // One dependency per channel: the proxy never holds an active one
-            // for it already (if it did, this one would be a duplicate).
             var existing: _Relation?
             guard proxy.insert(relation, existing: &existing), existing == nil, relation.channel?.add(relation) == true
             else {
@@ -214,9 +242,9 @@ class _Derivation: @unchecked Sendable {
             return
         case .forward(let target):
             forward(target, change, .prior)
-        case .capture(let target):
+        case .capture(let target, let chain):
             guard let (relation, root) = load(target) else { return }
-            let old = evaluate(root)
+            let old = chain.map { chain in chain.withLeaf(from: root) { value(at: $0) } } ?? evaluate(root)
             let thread = _currentThreadID()
             let released = state.withLock { $0.captured(old, channel: channel, thread: thread) }
             _ = released  // released unlocked
@@ -235,9 +263,9 @@ class _Derivation: @unchecked Sendable {
             return
         case .forward(let target):
             forward(target, change, .change)
-        case .evaluate(let target, let old):
+        case .evaluate(let target, let old, let chain):
             guard let (relation, root) = load(target) else { return }
-            refresh(relation: relation, root: root, old: old)
+            refresh(relation: relation, root: root, old: old, chain: chain)
         }
     }
 
@@ -267,16 +295,30 @@ class _Derivation: @unchecked Sendable {
         _ = action  // released unlocked
     }
 
-    /// Evaluates the key path while tracking what it reads, re-binds, and
+    /// Evaluates the key path while tracking what it reads (or, for a
+    /// `chain` with a layout, reads its links from storage), re-binds, and
     /// delivers the new value.
     ///
     /// An evaluation that read no `@Observed` property leaves nothing that
     /// could change the value again: the value is delivered, then the
     /// relation ends.
-    private func refresh(relation: _Relation, root: AnyObject, old: Any?) {
+    private func refresh(relation: _Relation, root: AnyObject, old: Any?, chain: _ChainLayout?) {
+        if let walked = chain?.walk(from: root) {
+            rebind(to: walked.accesses, root: root, options: relation.options, isKnownChain: true)
+            guard relation.isActive else { return }
+            guard let listener = relation.listener.load() else {
+                relation.end()
+                return
+            }
+            // The last link's object is held by `walked` until this returns.
+            withExtendedLifetime(walked) {
+                deliver(relation, to: listener, root: root, newAt: walked.leaf, old: old)
+            }
+            return
+        }
         var new: Any?
         let accesses = _AccessTracker.resolve { new = evaluate(root) }
-        rebind(to: accesses, options: relation.options)
+        rebind(to: accesses, root: root, options: relation.options)
         guard relation.isActive else { return }
         guard let listener = relation.listener.load() else {
             relation.end()
@@ -297,8 +339,12 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
     /// `safeObserve` was called, so that it is specialized there: built here,
     /// generically, the change cost a look-up of its type's metadata (and of
     /// `Optional<Value>`'s) on every delivery.
+    ///
+    /// The new value is either stored at `newAddress` (a chain's last link:
+    /// then nothing is boxed or cast) or the evaluated `new`.
     @usableFromInline
-    typealias MakeChange = (_ new: Any?, _ old: Any?, _ body: (UnsafeRawPointer) -> Void) -> Void
+    typealias MakeChange =
+        (_ newAddress: UnsafeRawPointer?, _ new: Any?, _ old: Any?, _ body: (UnsafeRawPointer) -> Void) -> Void
 
     let keyPath: KeyPath<Root, Value>
     let makeChange: MakeChange
@@ -312,6 +358,13 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
 
     override var anyKeyPath: AnyKeyPath { keyPath }
 
+    override var valueType: Any.Type { Value.self }
+
+    override func value(at address: UnsafeRawPointer) -> Any {
+        // A `Value` (the chain's layout checked its last link's type).
+        address.load(as: Value.self)
+    }
+
     override func evaluate(_ root: AnyObject) -> Any {
         // unsafeDowncast: the root of a derivation is always its key path's root.
         unsafeDowncast(root, to: Root.self)[keyPath: keyPath]
@@ -320,6 +373,12 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
     override func deliver(
         _ relation: _Relation, to listener: AnyObject, root: AnyObject, new: Any?, old: Any?, isPrior: Bool
     ) {
-        makeChange(new, old) { relation.deliver(listener, root, $0, isPrior ? .prior : .change) }
+        makeChange(nil, new, old) { relation.deliver(listener, root, $0, isPrior ? .prior : .change) }
+    }
+
+    override func deliver(
+        _ relation: _Relation, to listener: AnyObject, root: AnyObject, newAt newAddress: UnsafeRawPointer, old: Any?
+    ) {
+        makeChange(newAddress, nil, old) { relation.deliver(listener, root, $0, .change) }
     }
 }

@@ -58,6 +58,10 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// key paths, by identity), so that re-binding to the same properties on
     /// other objects does not compare key paths again.
     private(set) var knownShape: (links: [ObjectIdentifier], isChain: Bool)?
+    /// Where a chain's links keep their values (with ``knownShape``, when
+    /// it is a chain and its layout was confirmed): evaluations then read
+    /// the links from storage.
+    private(set) var chainLayout: _ChainLayout?
 
     // MARK: Transitions
 
@@ -72,9 +76,14 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// What to do after ``rebind(to:isChain:links:makeDependency:)``: end `dropped`,
     /// attach `added`, release `abandoned` (all unlocked).
     struct RebindAction {
-        var dropped: [Dependency] = []
-        var added: [Dependency] = []
+        /// The dropped dependencies, then the added ones (one array: a
+        /// re-bind usually has both).
+        fileprivate(set) var changed: [Dependency] = []
+        fileprivate(set) var droppedCount = 0
         var abandoned: [Any] = []
+
+        var dropped: ArraySlice<Dependency> { changed[..<droppedCount] }
+        var added: ArraySlice<Dependency> { changed[droppedCount...] }
     }
 
     /// Makes the dependencies exactly `channels` (in this order), keeping
@@ -82,37 +91,60 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// (given the index in `channels`; it must not run user code). `isChain`
     /// says whether the key path is a chain of stored links whose last read
     /// was `channels.last`; with `links` (the read properties' key paths),
-    /// that verdict is remembered for them (see ``isChain(links:)``).
+    /// that verdict is remembered for them (see ``isChain(links:)``), with
+    /// the chain's `layout` if it has one.
     ///
     /// - Complexity: O(*d*), *d* being the properties the key path reads:
     ///   linear scans for a handful, identity sets beyond that.
     mutating func rebind(
         to channels: [ObjectIdentifier], isChain: Bool, links: [ObjectIdentifier]? = nil,
-        makeDependency: (Int) -> Dependency
+        layout: _ChainLayout? = nil, makeDependency: (Int) -> Dependency
     ) -> RebindAction {
-        if let links { knownShape = (links, isChain) }
+        rebind(
+            toChannels: channels.count, at: { channels[$0] }, isChain: isChain, links: links, layout: layout,
+            makeDependency: makeDependency)
+    }
+
+    /// ``rebind(to:isChain:links:layout:makeDependency:)`` with the
+    /// channels given by index (`count` of them), so that the caller builds
+    /// no array of them.
+    mutating func rebind(
+        toChannels count: Int, at channel: (Int) -> ObjectIdentifier, isChain: Bool,
+        links: [ObjectIdentifier]? = nil, layout: _ChainLayout? = nil, makeDependency: (Int) -> Dependency
+    ) -> RebindAction {
+        if let links {
+            knownShape = (links, isChain)
+            chainLayout = isChain ? layout : nil
+        }
         guard stage == .watching else { return RebindAction() }
         var action = RebindAction()
-        let isSmall = channels.count <= 8 && dependencies.count <= 8
-        let wanted = isSmall ? [] : Set(channels)
+        // At most every dependency dropped and every channel added: one allocation.
+        action.changed.reserveCapacity(dependencies.count + count)
+        let isSmall = count <= 8 && dependencies.count <= 8
+        let wanted = isSmall ? [] : Set((0..<count).map(channel))
         dependencies.removeAll { dependency in
-            let stays = dependency.channelID.map { isSmall ? channels.contains($0) : wanted.contains($0) } ?? false
-            if !stays { action.dropped.append(dependency) }
+            let stays =
+                dependency.channelID.map { id in
+                    isSmall ? (0..<count).contains { channel($0) == id } : wanted.contains(id)
+                } ?? false
+            if !stays { action.changed.append(dependency) }
             return !stays
         }
-        if !action.dropped.isEmpty { action.abandoned = abandonPendingOld(of: action.dropped) }
+        action.droppedCount = action.changed.count
+        if action.droppedCount > 0 { action.abandoned = abandonPendingOld(of: action.changed) }
         var bound = isSmall ? [] : Set(dependencies.lazy.compactMap(\.channelID))
-        for (index, channel) in channels.enumerated() {
+        for index in 0..<count {
+            let id = channel(index)
             if isSmall {
-                guard !dependencies.contains(where: { $0.channelID == channel }) else { continue }
+                guard !dependencies.contains(where: { $0.channelID == id }) else { continue }
             } else {
-                guard bound.insert(channel).inserted else { continue }
+                guard bound.insert(id).inserted else { continue }
             }
             let dependency = makeDependency(index)
             dependencies.append(dependency)
-            action.added.append(dependency)
+            action.changed.append(dependency)
         }
-        leafChannel = isChain ? channels.last : nil
+        leafChannel = isChain && count > 0 ? channel(count - 1) : nil
         return action
     }
 
@@ -127,10 +159,11 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     enum WillChangeAction {
         /// Nothing (stopped).
         case none
-        /// Evaluate the key path (the old value), hand it to
+        /// Evaluate the key path (the old value; through `chain`, the
+        /// chain's layout, if it has one), hand it to
         /// ``captured(_:channel:thread:)``, and deliver the prior phase if
         /// the relation asked for it.
-        case capture(Target)
+        case capture(Target, chain: _ChainLayout?)
         /// The last link of a chain: forward its prior phase, which carries
         /// the old value, to the relation as it is.
         case forward(Target)
@@ -141,7 +174,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// otherwise captures, whatever the state says).
     func willChange(channel: ObjectIdentifier, forwards: Bool) -> WillChangeAction {
         guard stage == .watching, let target else { return .none }
-        return forwards && channel == leafChannel ? .forward(target) : .capture(target)
+        return forwards && channel == leafChannel ? .forward(target) : .capture(target, chain: chainLayout)
     }
 
     /// `old`, the key path's value before the coming change of the
@@ -157,9 +190,10 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     enum DidChangeAction {
         /// Nothing (stopped).
         case none
-        /// Evaluate the key path while tracking what it reads, rebind to
+        /// Evaluate the key path while tracking what it reads (or read the
+        /// links of `chain`, the chain's layout, if it has one), rebind to
         /// that, and deliver the value with `old`.
-        case evaluate(Target, old: Any?)
+        case evaluate(Target, old: Any?, chain: _ChainLayout?)
         /// The last link of a chain: its change is the key path's change;
         /// forward it to the relation as it is.
         case forward(Target)
@@ -172,7 +206,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     mutating func didChange(channel: ObjectIdentifier, thread: UInt, forwards: Bool) -> DidChangeAction {
         guard stage == .watching, let target else { return .none }
         if forwards, channel == leafChannel { return .forward(target) }
-        return .evaluate(target, old: takePendingOld(thread: thread, channel: channel))
+        return .evaluate(target, old: takePendingOld(thread: thread, channel: channel), chain: chainLayout)
     }
 
     /// The relation and root, while watching.
@@ -252,7 +286,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
 
     /// Removes the values waiting for a change of one of `dropped`, which no
     /// longer deliver (so would never collect them).
-    private mutating func abandonPendingOld(of dropped: [Dependency]) -> [Any] {
+    private mutating func abandonPendingOld(of dropped: some Collection<Dependency>) -> [Any] {
         guard !pendingOld.isEmpty else { return [] }
         var abandoned: [Any] = []
         pendingOld.removeAll { entry in

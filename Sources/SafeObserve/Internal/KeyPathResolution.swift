@@ -21,7 +21,13 @@ struct _SentinelField {
     /// asked (the object may be statically allocated), and no other stored
     /// property is read (see ``_ObservedFields``).
     init?(validating offset: Int, in object: AnyObject) {
-        guard _ObservedFields.field(withSentinelAt: offset, in: type(of: object)) != nil else { return nil }
+        self.init(validating: offset, inInstancesOf: type(of: object))
+    }
+
+    /// The field `offset` bytes into instances of `type` (and of its
+    /// subclasses), or `nil` if its metadata has no `@Observed` sentinel there.
+    init?(validating offset: Int, inInstancesOf type: AnyClass) {
+        guard _ObservedFields.field(withSentinelAt: offset, in: type) != nil else { return nil }
         self.offset = offset
     }
 

@@ -13,7 +13,8 @@
 ///
 /// Used where a layout fact is needed once per class or per key path: to
 /// validate the sentinel offset that registration caches (``_SentinelField``)
-/// and to name key paths in descriptions (``_KeyPathNames``). The answers are
+/// to name key paths in descriptions (``_KeyPathNames``), and to read the
+/// links of a chain (``_ChainLayout``). The answers are
 /// cached per class (classes are finitely many; metadata is never freed).
 enum _ObservedFields {
     struct Field: Sendable {
@@ -21,6 +22,10 @@ enum _ObservedFields {
         let name: String
         /// The byte offset of its `_sentinel` field from the object's start.
         let sentinelOffset: Int
+        /// The byte offset of its `_value` field from the object's start.
+        let valueOffset: Int
+        /// The property's declared type (`Value` of its `Observed<Value>`).
+        let valueType: Any.Type
     }
 
     private static let cache = _Mutex([ObjectIdentifier: [Field]]())
@@ -41,7 +46,10 @@ enum _ObservedFields {
                 var label = String(cString: name)
                 // `@Observed var count` is stored as `_count`.
                 if label.hasPrefix("_") { label.removeFirst() }
-                fields.append(Field(name: label, sentinelOffset: offset + storage._sentinelOffset))
+                fields.append(
+                    Field(
+                        name: label, sentinelOffset: offset + storage._sentinelOffset,
+                        valueOffset: offset + storage._valueOffset, valueType: storage._valueType))
             }
             return true
         }
@@ -60,4 +68,8 @@ enum _ObservedFields {
 protocol _ObservedStorage {
     /// Where `_sentinel` sits inside the storage.
     static var _sentinelOffset: Int { get }
+    /// Where `_value` sits inside the storage.
+    static var _valueOffset: Int { get }
+    /// `Value`.
+    static var _valueType: Any.Type { get }
 }

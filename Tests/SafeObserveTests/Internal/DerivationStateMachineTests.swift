@@ -98,7 +98,7 @@ struct DerivationStateMachineTests {
             Issue.record("the leaf forwards its prior phase")
             return
         }
-        guard case .capture(let target) = machine.willChange(channel: ids[0], forwards: false) else {
+        guard case .capture(let target, _) = machine.willChange(channel: ids[0], forwards: false) else {
             Issue.record("an intermediate captures the old value")
             return
         }
@@ -130,7 +130,7 @@ struct DerivationStateMachineTests {
         _ = machine.captured("other channel", channel: ids[1], thread: 1)
         _ = machine.captured("nested", channel: ids[0], thread: 1)
         for expected in ["nested", "outer"] {
-            guard case .evaluate(_, let old) = machine.didChange(channel: ids[0], thread: 1, forwards: false) else {
+            guard case .evaluate(_, let old, _) = machine.didChange(channel: ids[0], thread: 1, forwards: false) else {
                 Issue.record("a dependency's change re-evaluates and re-tracks")
                 return
             }
@@ -234,7 +234,7 @@ struct DerivationStateMachineTests {
             return
         }
         _ = machine.captured("old", channel: ids[1], thread: 1)
-        guard case .evaluate(_, let old) = machine.didChange(channel: ids[1], thread: 1, forwards: false) else {
+        guard case .evaluate(_, let old, _) = machine.didChange(channel: ids[1], thread: 1, forwards: false) else {
             Issue.record("only a dependency made as the last link forwards")
             return
         }
