@@ -138,6 +138,14 @@ func observeValueGenerically<Model: OpenModel>(of model: Model, by sink: Sink) -
     model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
 }
 
+/// Only forms the key path `observeValueGenerically` forms (and drops it):
+/// what the runtime charges generic code before any registration runs.
+@inline(never)
+func formValueKeyPathGenerically<Model: OpenModel>(of model: Model) -> Int {
+    let keyPath: KeyPath<Model, Int> = \.value
+    return ObjectIdentifier(keyPath).hashValue
+}
+
 /// The same registration with a literal formed in non-generic code.
 @inline(never)
 func observeValue(of model: OpenModel, by sink: Sink) -> ObservationToken {
@@ -713,6 +721,16 @@ public enum Scenarios {
                 for _ in 0..<n { observeValueGenerically(of: model, by: sink).invalidate() }
             }
             blackHole(sink)
+        },
+        Scenario(
+            operation: "add + remove", peer: "forming that generic key path alone (floor)", operationsPerIteration: 1
+        ) { n in
+            let model = OpenModel()
+            var total = 0
+            measure(n) { n in
+                for _ in 0..<n { total &+= formValueKeyPathGenerically(of: model) }
+            }
+            blackHole(total)
         },
         // Issue 17: KVO's shape, an observation object owning the relation.
         Scenario(

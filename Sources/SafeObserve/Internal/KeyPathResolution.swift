@@ -82,9 +82,15 @@ extension _SentinelField {
 ///
 /// A literal in generic code (`\.count` inside `func f<T: Base>(_: T)`) is a
 /// new key-path object on every call. The second level finds it by value:
-/// its hash picks an entry (512 at most), and `==` confirms it. Both run user
-/// code for key paths with subscript arguments, so both run outside locks.
-/// A miss takes the general path.
+/// its class (`ReferenceWritableKeyPath<T, Int>`, one metadata object per
+/// root and value type) picks a short list of candidates — the `@Observed`
+/// properties of that root with that value type that were resolved — and
+/// `==` confirms one. Classifying by class costs a load, where hashing the key
+/// path would cost about 550 instructions per registration; `==` runs user
+/// code for key paths with subscript arguments, so it runs outside locks.
+/// Bounded: 8 candidates per class and 512 in all (a program building key
+/// paths dynamically evicts an arbitrary list, which only costs its next
+/// registration the general path). A miss takes the general path.
 struct _KeyPathResolutionCache {
     struct Entry {
         var keyPath: AnyKeyPath?
@@ -93,11 +99,14 @@ struct _KeyPathResolutionCache {
 
     private static let slotCount = 64
     private static let valueLimit = 512
+    private static let candidateLimit = 8
 
     private var slots = ContiguousArray(repeating: Entry(), count: slotCount)
 
-    /// The second level, by key-path hash.
-    private var byValue: [Int: (keyPath: AnyKeyPath, field: _SentinelField)] = [:]
+    /// The second level, by key-path class.
+    private var byClass: [ObjectIdentifier: [(keyPath: AnyKeyPath, field: _SentinelField)]] = [:]
+    /// The candidates in `byClass`, all lists together.
+    private var candidateCount = 0
 
     private static func slot(of keyPath: AnyKeyPath) -> Int {
         _fibonacciHash(UInt(bitPattern: ObjectIdentifier(keyPath)) &>> 4, bits: 6)
@@ -119,34 +128,50 @@ struct _KeyPathResolutionCache {
     /// The sentinel field of a key path equal to `keyPath`, if one was
     /// resolved before (the second level). Call it outside locks.
     ///
-    /// - Complexity: O(1) expected, plus one `hash(into:)` and one `==` of
-    ///   `keyPath`.
+    /// - Complexity: O(1) expected, plus at most 8 `==` of `keyPath` (each
+    ///   stops at the first component that differs).
     static func sentinelField(equalTo keyPath: AnyKeyPath) -> _SentinelField? {
-        let hash = keyPath.hashValue
-        guard let candidate = _Registry.withLock({ $0.keyPaths.byValue[hash] }), candidate.keyPath == keyPath else {
-            return nil
-        }
-        return candidate.field
+        let keyPathClass = ObjectIdentifier(type(of: keyPath))
+        guard let candidates = _Registry.withLock({ $0.keyPaths.byClass[keyPathClass] }) else { return nil }
+        return candidates.first { $0.keyPath == keyPath }?.field
     }
 
     /// Records that `keyPath` is exactly the `@Observed` property at `field`.
-    /// Call it outside locks (it hashes `keyPath`).
+    /// Call it outside locks (it compares key paths).
     static func record(_ field: _SentinelField, for keyPath: AnyKeyPath) {
         let slot = slot(of: keyPath)
-        let hash = keyPath.hashValue
-        let replaced = _Registry.withLock { state -> (Entry, (keyPath: AnyKeyPath, field: _SentinelField)?) in
+        let keyPathClass = ObjectIdentifier(type(of: keyPath))
+        // Another object equal to `keyPath` is already a candidate (a literal
+        // at another use site): the first level is enough.
+        let isKnown = sentinelField(equalTo: keyPath) != nil
+        let replaced = _Registry.withLock { state -> (Entry, [(keyPath: AnyKeyPath, field: _SentinelField)]?) in
             defer { state.keyPaths.slots[slot] = Entry(keyPath: keyPath, field: field) }
-            var evicted: (keyPath: AnyKeyPath, field: _SentinelField)?
-            if state.keyPaths.byValue[hash] == nil, state.keyPaths.byValue.count >= valueLimit {
-                // Bounded: a program building key paths dynamically evicts an
-                // arbitrary entry, which only costs its next registration the
-                // general path.
-                evicted = state.keyPaths.byValue.removeValue(forKey: state.keyPaths.byValue.first!.key)
-            }
-            state.keyPaths.byValue[hash] = (keyPath, field)
-            return (state.keyPaths.slots[slot], evicted)
+            guard !isKnown else { return (state.keyPaths.slots[slot], nil) }
+            return (state.keyPaths.slots[slot], state.keyPaths.addCandidate((keyPath, field), to: keyPathClass))
         }
         _ = replaced  // released unlocked
+    }
+
+    /// Adds a candidate to the list of `keyPathClass`; returns a list evicted
+    /// to stay within the bounds (to release unlocked).
+    private mutating func addCandidate(
+        _ candidate: (keyPath: AnyKeyPath, field: _SentinelField), to keyPathClass: ObjectIdentifier
+    ) -> [(keyPath: AnyKeyPath, field: _SentinelField)]? {
+        var evicted: [(keyPath: AnyKeyPath, field: _SentinelField)]?
+        if byClass[keyPathClass] == nil, candidateCount >= Self.valueLimit, let victim = byClass.first?.key {
+            evicted = byClass.removeValue(forKey: victim)
+            candidateCount -= evicted?.count ?? 0
+        }
+        var list = byClass.removeValue(forKey: keyPathClass) ?? []
+        if list.count >= Self.candidateLimit {
+            // The oldest goes: lists stay short, so `==` runs a few times at most.
+            evicted = (evicted ?? []) + [list.removeFirst()]
+            candidateCount -= 1
+        }
+        list.append(candidate)
+        candidateCount += 1
+        byClass[keyPathClass] = list
+        return evicted
     }
 }
 

@@ -17,6 +17,26 @@ private func observeCount<Root: Base>(of root: Root, by listener: Peer) -> Obser
     root.safeObserve(\.count, by: listener) { _, _, _ in }
 }
 
+/// Ten properties whose key paths share one class (`KeyPath<Dials, Int>`):
+/// the second level's candidates for that class, more than it keeps.
+private final class Dials: SafeObservable {
+    @Observed var d0 = 0
+    @Observed var d1 = 0
+    @Observed var d2 = 0
+    @Observed var d3 = 0
+    @Observed var d4 = 0
+    @Observed var d5 = 0
+    @Observed var d6 = 0
+    @Observed var d7 = 0
+    @Observed var d8 = 0
+    @Observed var d9 = 0
+}
+
+/// Every dial's key path, each formed in generic code (a new object per call).
+private func dialKeyPaths<Root: Dials>(_: Root.Type) -> [KeyPath<Root, Int>] {
+    [\.d0, \.d1, \.d2, \.d3, \.d4, \.d5, \.d6, \.d7, \.d8, \.d9]
+}
+
 @Suite("Internal: key-path resolution cache")
 struct ResolutionCacheTests {
     /// In a process of its own: the count of general resolutions is
@@ -75,6 +95,31 @@ struct ResolutionCacheTests {
             let relations = field.channel(in: object)?.liveRelations().map(ObservationToken.init)
             #expect(relations == [token], "the offset led to another property's channel")
         }
+        withExtendedLifetime(listener) {}
+    }
+
+    @Test func keyPathsOfOneClassFormedInGenericCode_eachReachItsOwnProperty_pastTheCandidateBound() {
+        let log = EventLog()
+        let listener = Peer()
+        let dials = Dials()
+        // Twice: the first round resolves and records, the second is found by value.
+        for round in 0..<2 {
+            for (index, keyPath) in dialKeyPaths(Dials.self).enumerated() {
+                dials.safeObserve(keyPath, by: listener) { _, _, change in
+                    log.record("\(round).\(index):\(change.newValue!)")
+                }
+                // Found by value (unless evicted), it is this dial's field.
+                if let field = _KeyPathResolutionCache.sentinelField(equalTo: dialKeyPaths(Dials.self)[index]) {
+                    let name = _ObservedFields.field(withSentinelAt: field.offset, in: Dials.self)?.name
+                    #expect(name == "d\(index)", "a dial's key path was matched to another dial")
+                }
+            }
+        }
+        dials.d3 = 3
+        dials.d9 = 9
+        // One relation per property (the second round deduplicated), each on its own property.
+        #expect(log.entries == ["0.3:3", "0.9:9"])
+        #expect(SafeObservation._channels(of: dials).count == 10)
         withExtendedLifetime(listener) {}
     }
 }
