@@ -7,6 +7,16 @@
 /// (part of the ``_Registry``): the class's conformance as an existential
 /// metatype (two pointers, nothing to retain), which is then opened to read
 /// `observerLifetime` statically.
+/// What ``_ListenerClassCache`` knows of a listener's class.
+enum _ListenerClass {
+    /// Not in the table (never seen, or evicted).
+    case unknown
+    /// It does not adopt ``SafeObserver``: its proxy is in the proxy table.
+    case plain
+    /// It adopts ``SafeObserver`` with this conformance: its proxy is in its lifetime.
+    case observer(any SafeObserver.Type)
+}
+
 struct _ListenerClassCache {
     struct Entry {
         /// The class (its metadata's identity; metadata is never freed).
@@ -23,15 +33,14 @@ struct _ListenerClassCache {
         _fibonacciHash(UInt(bitPattern: type) &>> 4, bits: 6)
     }
 
-    /// `.some(type)` if `listener`'s class adopts ``SafeObserver``,
-    /// `.some(nil)` if it does not, `nil` if the class is not in the table.
+    /// What the table knows of `listener`'s class.
     ///
     /// - Complexity: O(1).
-    func observerType(of listener: AnyObject) -> (any SafeObserver.Type)?? {
+    func kind(of listener: AnyObject) -> _ListenerClass {
         let type = ObjectIdentifier(Swift.type(of: listener))
         let slot = Self.slot(of: type)
-        guard slots[slot].type == type else { return nil }
-        return .some(slots[slot].observerType)
+        guard slots[slot].type == type else { return .unknown }
+        return slots[slot].observerType.map(_ListenerClass.observer) ?? .plain
     }
 
     /// Records whether `listener`'s class adopts ``SafeObserver``.

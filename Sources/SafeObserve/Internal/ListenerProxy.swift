@@ -382,12 +382,11 @@ final class _ListenerProxy: Sendable {
     static func of(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
         // Unmanaged: +1 from `lookUp`, taken below.
         var proxy: Unmanaged<_ListenerProxy>?
-        var observerType: (any SafeObserver.Type)?
         let found = _Registry.withLock { state in
-            state.lookUp(listener, create: create, proxy: &proxy, observerType: &observerType)
+            state.lookUp(listener, create: create, proxy: &proxy)
         }
         // Unmanaged: takes the +1 that `lookUp` or `retained(...)` returned.
-        return (proxy ?? retained(listener, create: create, found: found, observerType: observerType))?
+        return (proxy ?? retained(listener, create: create, found: found))?
             .takeRetainedValue()
     }
 
@@ -395,13 +394,13 @@ final class _ListenerProxy: Sendable {
     /// (unlocked: reading `observerLifetime` runs the listener's code), as a
     /// +1 for the caller to take.
     static func retained(
-        _ listener: AnyObject, create: Bool, found: _ListenerLookup, observerType: (any SafeObserver.Type)?
+        _ listener: AnyObject, create: Bool, found: _ListenerLookup
     ) -> Unmanaged<_ListenerProxy>? {  // Unmanaged: a +1 the caller takes or releases.
         switch found {
         case .proxy:
             preconditionFailure("SafeObserve: a proxy found in the table is taken by the caller")
-        case .observer:
-            return _ListenerClassCache.retainedProxy(of: listener, as: observerType!, create: create)
+        case .observer(let observerType):
+            return _ListenerClassCache.retainedProxy(of: listener, as: observerType, create: create)
         case .noProxy:
             // Unmanaged: +1 for the caller.
             return create ? Unmanaged.passRetained(_ProxyTable.insertProxy(for: listener)) : nil

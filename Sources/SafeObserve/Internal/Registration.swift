@@ -99,13 +99,12 @@ enum _SafeObserveRegistration {
         var channel: Unmanaged<_Channel>?
         // Unmanaged: +1 references from the registry, handed to `attach` or released.
         var proxy: Unmanaged<_ListenerProxy>?
-        var observerType: (any SafeObserver.Type)?
         if let found = _Registry.lookUp(
-            keyPath, on: object, listener: listener, channel: &channel, proxy: &proxy, observerType: &observerType)
+            keyPath, on: object, listener: listener, channel: &channel, proxy: &proxy)
         {
             return attach(
                 object, keyPath, options, deliver, listener: listener, found: found, channel: channel, proxy: proxy,
-                observerType: observerType, isDistinct: isDistinct)
+                isDistinct: isDistinct)
         }
 
         if let found = registerEqualKeyPath(object, keyPath, listener, options, deliver, isDistinct) { return found }
@@ -143,15 +142,14 @@ enum _SafeObserveRegistration {
         // Unmanaged: +1 references from the registry, handed to `attach` or released.
         var channel: Unmanaged<_Channel>?
         var proxy: Unmanaged<_ListenerProxy>?
-        var observerType: (any SafeObserver.Type)?
         let found = _Registry.withLock { state in
             state.lookUp(
-                field, on: object, listener: listener, channel: &channel, proxy: &proxy, observerType: &observerType)
+                field, on: object, listener: listener, channel: &channel, proxy: &proxy)
         }
         return .some(
             attach(
                 object, keyPath, options, deliver, listener: listener, found: found, channel: channel, proxy: proxy,
-                observerType: observerType, isDistinct: isDistinct))
+                isDistinct: isDistinct))
     }
 
     /// ``attach(_:_:_:_:to:proxy:)`` after a registry look-up: finds the
@@ -162,11 +160,11 @@ enum _SafeObserveRegistration {
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
         listener: AnyObject, found: _ListenerLookup,
         // Unmanaged: +1 references, taken over or released.
-        channel: Unmanaged<_Channel>?, proxy: Unmanaged<_ListenerProxy>?, observerType: (any SafeObserver.Type)?,
+        channel: Unmanaged<_Channel>?, proxy: Unmanaged<_ListenerProxy>?,
         isDistinct: Bool
     ) -> (token: ObservationToken, deliversInitial: Bool)? {
         // Unmanaged: a +1 the caller takes, from the proxy's owner.
-        let proxy = proxy ?? _ListenerProxy.retained(listener, create: true, found: found, observerType: observerType)
+        let proxy = proxy ?? _ListenerProxy.retained(listener, create: true, found: found)
         guard let channel, let proxy else {
             // Unmanaged: gives back whichever +1 was taken.
             channel?.release()

@@ -86,18 +86,17 @@ enum _Registry {
     /// references, which registration hands over to the new relation without
     /// any further retain: the property's `channel` (created on its first
     /// observation; `nil` inside `object`'s `deinit`) and what the tables
-    /// know of the listener (see ``State/lookUp(_:create:proxy:observerType:)``).
+    /// know of the listener (see ``State/lookUp(_:create:proxy:)``).
     @inline(__always)
     static func lookUp(
         // Unmanaged: `channel` and `proxy` receive +1 references for the caller to take.
         _ keyPath: AnyKeyPath, on object: AnyObject, listener: AnyObject, channel: inout Unmanaged<_Channel>?,
         // Unmanaged: as `channel`.
-        proxy: inout Unmanaged<_ListenerProxy>?, observerType: inout (any SafeObserver.Type)?
+        proxy: inout Unmanaged<_ListenerProxy>?
     ) -> _ListenerLookup? {
         withLock { state in
             guard let field = state.keyPaths.field(for: keyPath) else { return nil }
-            return state.lookUp(
-                field, on: object, listener: listener, channel: &channel, proxy: &proxy, observerType: &observerType)
+            return state.lookUp(field, on: object, listener: listener, channel: &channel, proxy: &proxy)
         }
     }
 }
@@ -105,36 +104,33 @@ enum _Registry {
 extension _Registry.State {
     /// The channel of the property at `field` in `object` (creating its
     /// sentinel on first observation) and what the tables know of
-    /// `listener`, both as in ``_Registry/lookUp(_:on:listener:channel:proxy:observerType:)``.
+    /// `listener`, both as in ``_Registry/lookUp(_:on:listener:channel:proxy:)``.
     @inline(__always)
     func lookUp(
         // Unmanaged: `channel` and `proxy` receive +1 references for the caller to take.
         _ field: _SentinelField, on object: AnyObject, listener: AnyObject, channel: inout Unmanaged<_Channel>?,
         // Unmanaged: as `channel`.
-        proxy: inout Unmanaged<_ListenerProxy>?, observerType: inout (any SafeObserver.Type)?
+        proxy: inout Unmanaged<_ListenerProxy>?
     ) -> _ListenerLookup {
         channel = field.channelCreatingSentinel(in: object)
-        return lookUp(listener, create: true, proxy: &proxy, observerType: &observerType)
+        return lookUp(listener, create: true, proxy: &proxy)
     }
 
     /// What the tables know of `listener`: with `.proxy` its proxy is in
-    /// `proxy` (+1, for the caller to take), with `.observer` its class's
-    /// conformance is in `observerType`.
+    /// `proxy` (+1, for the caller to take).
     ///
     /// - Complexity: O(1) expected.
     @inline(__always)
     func lookUp(
         // Unmanaged: `proxy` receives a +1 for the caller to take.
-        _ listener: AnyObject, create: Bool, proxy: inout Unmanaged<_ListenerProxy>?,
-        observerType: inout (any SafeObserver.Type)?
+        _ listener: AnyObject, create: Bool, proxy: inout Unmanaged<_ListenerProxy>?
     ) -> _ListenerLookup {
-        switch listenerClasses.observerType(of: listener) {
-        case .none:
+        switch listenerClasses.kind(of: listener) {
+        case .unknown:
             return .unknownClass
-        case .some(.some(let type)):
-            observerType = type
-            return .observer
-        case .some(.none):
+        case .observer(let type):
+            return .observer(type)
+        case .plain:
             proxy = proxies.existingProxy(of: listener)
             return proxy == nil ? .noProxy : .proxy
         }
@@ -145,8 +141,9 @@ extension _Registry.State {
 enum _ListenerLookup {
     /// It has a proxy in the proxy table.
     case proxy
-    /// Its class adopts ``SafeObserver``: the proxy is in its lifetime.
-    case observer
+    /// Its class adopts ``SafeObserver`` with this conformance: the proxy is
+    /// in its lifetime.
+    case observer(any SafeObserver.Type)
     /// Its class does not adopt ``SafeObserver``, and it has no proxy yet.
     case noProxy
     /// Its class was not looked at yet (or was evicted from the cache).
