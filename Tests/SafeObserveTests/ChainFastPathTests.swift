@@ -53,6 +53,20 @@ final class TitledRoot: SafeObservable {
     @Observed var middle = TitledMiddle()
 }
 
+/// A chain whose middle link may be an instance of a subclass with fields of
+/// its own (before and after the inherited ones in memory): the link's
+/// offsets come from the class declaring it, so they hold in subclasses.
+class MiddleLink: SafeObservable {
+    @Observed var c = NodeC()
+}
+final class WideMiddleLink: MiddleLink {
+    let label = "wide"
+    @Observed var extra = NodeC()
+}
+final class WideRoot: SafeObservable {
+    @Observed var middle = MiddleLink()
+}
+
 /// Whether the derivation behind `token` reads its chain from storage.
 private func readsFromStorage(_ token: ObservationToken) -> Bool {
     guard let relation = token._liveRelation as? _DerivedRelation else { return false }
@@ -273,5 +287,23 @@ struct ChainFastPathTests {
         #expect(weakRoot == nil)
         let long = String(repeating: "long title ", count: 4)
         #expect(titles == ["untitled->" + long, long + "->untitled"])
+    }
+
+    @Test func aLinkReplacedByASubclassInstance_isReadAtItsInheritedOffsets() {
+        let root = WideRoot()
+        let listener = Listener()
+        let token = root.safeObserve(\.middle.c.value, by: listener, options: [.old, .new]) { listener, _, change in
+            listener.record(describe(change))
+        }
+        #expect(readsFromStorage(token))
+        let wide = WideMiddleLink()
+        wide.c.value = 4
+        wide.extra.value = 99
+        root.middle = wide
+        wide.extra.value = 100
+        wide.c.value = 5
+        root.middle = MiddleLink()
+        #expect(listener.log == ["0->4", "4->5", "5->0"])
+        #expect(watchers(of: wide.c) == 0 && watchers(of: wide.extra) == 0)
     }
 }

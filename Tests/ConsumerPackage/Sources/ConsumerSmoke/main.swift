@@ -223,6 +223,18 @@ final class Root: SafeObservable {
     @Observed var middle = Middle()
 }
 
+final class TitledLeaf: SafeObservable {
+    @Observed var title = "untitled"
+}
+
+final class TitledMiddle: SafeObservable {
+    @Observed var leaf = TitledLeaf()
+}
+
+final class TitledRoot: SafeObservable {
+    @Observed var middle = TitledMiddle()
+}
+
 /// A subclass whose override of the chain's last link reads the stored value
 /// and changes it: the key path is then no chain of `@Observed` properties.
 final class DoublingLeaf: SafeObservable {
@@ -244,6 +256,26 @@ do {
     oldLeaf.value = 99
     root.middle.leaf.value += 5
     check(log == ["0->1", "1->0", "0->5"], "a chain delivers its leaf and re-targets (\(log))")
+
+    // Replacing the first link re-reads the chain (from storage, in a chain of
+    // stored links), including objects never observed before.
+    let titled = TitledRoot()
+    var titles: [String] = []
+    titled.safeObserve(\.middle.leaf.title, by: label, options: [.old, .new]) { _, _, change in
+        titles.append("\(change.oldValue!)->\(change.newValue!)")
+    }
+    let fresh = TitledMiddle()
+    fresh.leaf.title = String(repeating: "long ", count: 8)
+    titled.middle = fresh
+    fresh.leaf.title = "short"
+    titled.middle = TitledMiddle()
+    fresh.leaf.title = "ignored"
+    check(
+        titles == [
+            "untitled->" + String(repeating: "long ", count: 8), String(repeating: "long ", count: 8) + "->short",
+            "short->untitled",
+        ],
+        "replacing a chain's first link re-targets it (\(titles))")
 
     // Nested changes through a chain reach a later relation in order.
     var later: [Int] = []
