@@ -51,18 +51,21 @@ struct _ChainLayout {
         for (index, access) in accesses.enumerated() {
             guard let declaring = type(of: access.wrappedKeyPath).rootType as? AnyClass,
                 let offset = access.sentinelFieldOffset,
-                let field = _SentinelField(validating: offset, inInstancesOf: declaring),
                 let stored = _ObservedFields.field(withSentinelAt: offset, in: declaring)
             else { return nil }
             if index == accesses.count - 1 {
                 guard stored.valueType == valueType else { return nil }
             } else {
                 guard stored.valueType is AnyObject.Type,
-                    Self.address(at: stored.valueOffset, in: access.object)
+                    Self.storedReference(at: stored.valueOffset, in: access.object)
                         == UnsafeRawPointer(Unmanaged.passUnretained(accesses[index + 1].object).toOpaque())
                 else { return nil }
             }
-            links.append(Link(field: field, valueOffset: stored.valueOffset, wrappedKeyPath: access.wrappedKeyPath))
+            links.append(
+                Link(
+                    field: _SentinelField(stored), valueOffset: stored.valueOffset,
+                    wrappedKeyPath: access.wrappedKeyPath)
+            )
         }
         self.links = links
     }
@@ -112,9 +115,9 @@ struct _ChainLayout {
         UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque()) + offset
     }
 
-    /// The class reference a link stores at `offset` in `object`, unretained
-    /// (only compared).
-    private static func address(at offset: Int, in object: AnyObject) -> UnsafeRawPointer? {
+    /// The class reference a link stores at `offset` in `object`, as an
+    /// address (only compared: never retained or dereferenced).
+    private static func storedReference(at offset: Int, in object: AnyObject) -> UnsafeRawPointer? {
         address(of: offset, in: object).load(as: UnsafeRawPointer?.self)
     }
 

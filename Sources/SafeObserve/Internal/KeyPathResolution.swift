@@ -21,14 +21,15 @@ struct _SentinelField {
     /// asked (the object may be statically allocated), and no other stored
     /// property is read (see ``_ObservedFields``).
     init?(validating offset: Int, in object: AnyObject) {
-        self.init(validating: offset, inInstancesOf: type(of: object))
+        guard let field = _ObservedFields.field(withSentinelAt: offset, in: type(of: object)) else { return nil }
+        self.init(field)
     }
 
-    /// The field `offset` bytes into instances of `type` (and of its
-    /// subclasses), or `nil` if its metadata has no `@Observed` sentinel there.
-    init?(validating offset: Int, inInstancesOf type: AnyClass) {
-        guard _ObservedFields.field(withSentinelAt: offset, in: type) != nil else { return nil }
-        self.offset = offset
+    /// The sentinel field of `field`, which the type metadata of a class
+    /// described (so it is valid in instances of that class and its
+    /// subclasses).
+    init(_ field: _ObservedFields.Field) {
+        offset = field.sentinelOffset
     }
 
     /// The channel of the property at this offset in `object` (+1, for the
