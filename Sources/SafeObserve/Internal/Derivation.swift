@@ -305,11 +305,7 @@ class _Derivation: @unchecked Sendable {
     private func refresh(relation: _Relation, root: AnyObject, old: Any?, chain: _ChainLayout?) {
         if let walked = chain?.walk(from: root) {
             rebind(to: walked.accesses, root: root, options: relation.options, isKnownChain: true)
-            guard relation.isActive else { return }
-            guard let listener = relation.listener.load() else {
-                relation.end()
-                return
-            }
+            guard let listener = listener(of: relation) else { return }
             // The last link's object is held by `walked` until this returns.
             withExtendedLifetime(walked) {
                 deliver(relation, to: listener, root: root, newAt: walked.leaf, old: old)
@@ -319,13 +315,21 @@ class _Derivation: @unchecked Sendable {
         var new: Any?
         let accesses = _AccessTracker.resolve { new = evaluate(root) }
         rebind(to: accesses, root: root, options: relation.options)
-        guard relation.isActive else { return }
-        guard let listener = relation.listener.load() else {
-            relation.end()
-            return
-        }
+        guard let listener = listener(of: relation) else { return }
         deliver(relation, to: listener, root: root, new: new, old: old, isPrior: false)
         if accesses.isEmpty { relation.end() }
+    }
+
+    /// The listener of `relation`, if it is still active; ends it if its
+    /// listener is gone.
+    @inline(__always)
+    private func listener(of relation: _Relation) -> AnyObject? {
+        guard relation.isActive else { return nil }
+        guard let listener = relation.listener.load() else {
+            relation.end()
+            return nil
+        }
+        return listener
     }
 }
 
