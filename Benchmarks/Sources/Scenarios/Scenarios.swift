@@ -974,6 +974,19 @@ extension Scenarios {
         rebind(depth: 2, \.next?.value),
         rebind(depth: 4, \.next?.next?.next?.value),
         rebind(depth: 8, \.next?.next?.next?.next?.next?.next?.next?.value),
+        Scenario(
+            operation: "chain of depth 8: first link replaced", peer: "SafeObserve, stored links (no optional)",
+            operationsPerIteration: 1
+        ) { n in
+            let root = Link1()
+            let sink = Sink()
+            root.safeObserve(\.next.next.next.next.next.next.next.value, by: sink) { sink, _, change in
+                sink.add(change.newValue!)
+            }
+            let tails = [Link2(), Link2()]
+            measure(n) { n in for i in 0..<n { root.next = tails[i & 1] } }
+            blackHole((root, sink, tails))
+        },
     ]
 
     /// Alternates the root's `next` between two chains, each leaving the key
@@ -990,6 +1003,48 @@ extension Scenarios {
             blackHole((root, sink, tails))
         }
     }
+}
+
+/// The links of a chain of depth 8 whose every link is a stored, non-optional
+/// `@Observed` property (a class per level).
+public final class Link1: SafeObservable {
+    /// The next link.
+    @Observed public var next = Link2()
+}
+/// See ``Link1``.
+public final class Link2: SafeObservable {
+    /// The next link.
+    @Observed public var next = Link3()
+}
+/// See ``Link1``.
+public final class Link3: SafeObservable {
+    /// The next link.
+    @Observed public var next = Link4()
+}
+/// See ``Link1``.
+public final class Link4: SafeObservable {
+    /// The next link.
+    @Observed public var next = Link5()
+}
+/// See ``Link1``.
+public final class Link5: SafeObservable {
+    /// The next link.
+    @Observed public var next = Link6()
+}
+/// See ``Link1``.
+public final class Link6: SafeObservable {
+    /// The next link.
+    @Observed public var next = Link7()
+}
+/// See ``Link1``.
+public final class Link7: SafeObservable {
+    /// The next link.
+    @Observed public var next = Link8()
+}
+/// See ``Link1``.
+public final class Link8: SafeObservable {
+    /// The value at the end of the chain.
+    @Observed public var value = 1
 }
 
 /// A link of a chain of any depth.
