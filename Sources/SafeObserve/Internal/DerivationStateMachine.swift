@@ -67,6 +67,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
 
     /// `idle → watching`.
     mutating func start(relation: AnyObject, root: AnyObject) {
+        defer { _checkInvariants() }
         guard stage == .idle else { return }
         stage = .watching
         self.relation = _UnretainedReference(relation)
@@ -112,6 +113,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
         toChannels count: Int, at channel: (Int) -> ObjectIdentifier, isChain: Bool,
         links: [ObjectIdentifier]? = nil, layout: _ChainLayout? = nil, makeDependency: (Int) -> Dependency
     ) -> RebindAction {
+        defer { _checkInvariants() }
         if let links {
             knownShape = (links, isChain)
             chainLayout = isChain ? layout : nil
@@ -181,6 +183,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// dependency on `channel` on `thread`, was evaluated: keep it for that
     /// change, or hand it back (to release unlocked) if stopped meanwhile.
     mutating func captured(_ old: Any, channel: ObjectIdentifier, thread: UInt) -> Any? {
+        defer { _checkInvariants() }
         guard stage == .watching else { return old }
         pendingOld.append((thread, channel, old))
         return nil
@@ -204,6 +207,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// chain (`forwards`, as for ``willChange(channel:forwards:)``) needs
     /// neither that nor an evaluation.
     mutating func didChange(channel: ObjectIdentifier, thread: UInt, forwards: Bool) -> DidChangeAction {
+        defer { _checkInvariants() }
         guard stage == .watching, let target else { return .none }
         if forwards, channel == leafChannel { return .forward(target) }
         return .evaluate(target, old: takePendingOld(thread: thread, channel: channel), chain: chainLayout)
@@ -218,7 +222,8 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// The change announced on `channel` was abandoned (its mutation threw):
     /// the old value captured for it, to release unlocked.
     mutating func priorAbandoned(channel: ObjectIdentifier, thread: UInt) -> Any? {
-        takePendingOld(thread: thread, channel: channel)
+        defer { _checkInvariants() }
+        return takePendingOld(thread: thread, channel: channel)
     }
 
     /// What to do after a dependency's object died.
@@ -235,6 +240,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// `dependency`'s object died (inside its `deinit`): forget it, without
     /// evaluating anything (the key path may reach the dying object).
     mutating func dependencyTornDown(_ dependency: Dependency) -> TornDownAction {
+        defer { _checkInvariants() }
         guard stage == .watching, let index = dependencies.firstIndex(where: { $0 === dependency }) else {
             return .none
         }
@@ -259,6 +265,7 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
             dependencies = []
             pendingOld = []
             leafChannel = nil
+            _checkInvariants()
         }
         return StopAction(dependencies: dependencies, abandoned: pendingOld.map(\.value))
     }
@@ -274,6 +281,34 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
     /// not checked for these links).
     func isChain(links: [ObjectIdentifier]) -> Bool? {
         knownShape.flatMap { $0.links == links ? $0.isChain : nil }
+    }
+
+    // MARK: Invariants
+
+    /// Checked after each mutating transition under
+    /// `SAFEOBSERVE_INTERNAL_CHECKS`: a stopped machine holds nothing; one
+    /// dependency per channel; the chain's last link, if any, is a
+    /// dependency's; a layout only for a key path found to be a chain.
+    func _checkInvariants() {
+        #if SAFEOBSERVE_INTERNAL_CHECKS
+            if stage == .stopped {
+                precondition(
+                    dependencies.isEmpty && pendingOld.isEmpty && leafChannel == nil,
+                    "_DerivationStateMachine: stopped but still holding dependencies or values")
+            }
+            if stage == .idle {
+                precondition(dependencies.isEmpty, "_DerivationStateMachine: dependencies before start")
+            }
+            let channels = dependencies.compactMap(\.channelID)
+            precondition(
+                Set(channels).count == channels.count, "_DerivationStateMachine: two dependencies on a channel")
+            if let leafChannel {
+                precondition(channels.contains(leafChannel), "_DerivationStateMachine: the leaf is no dependency's")
+            }
+            if chainLayout != nil {
+                precondition(knownShape?.isChain == true, "_DerivationStateMachine: a layout for no chain")
+            }
+        #endif
     }
 
     // MARK: Helpers
