@@ -235,6 +235,14 @@ final class TitledRoot: SafeObservable {
     @Observed var middle = TitledMiddle()
 }
 
+/// A chain rooted at a singleton (statically initialized where the compiler
+/// can): its links are read from storage when one is replaced.
+// @unchecked Sendable: this program is single-threaded.
+final class StaticChainRoot: SafeObservable, @unchecked Sendable {
+    static let shared = StaticChainRoot()
+    @Observed var middle = Middle()
+}
+
 /// A subclass whose override of the chain's last link reads the stored value
 /// and changes it: the key path is then no chain of `@Observed` properties.
 final class DoublingLeaf: SafeObservable {
@@ -276,6 +284,18 @@ do {
             "short->untitled",
         ],
         "replacing a chain's first link re-targets it (\(titles))")
+
+    // The same from a singleton root, whose storage the walk writes sentinels into.
+    var fromSingleton: [Int] = []
+    let singletonToken = StaticChainRoot.shared.safeObserve(\.middle.leaf.value, by: label) { _, _, change in
+        fromSingleton.append(change.newValue!)
+    }
+    let replacement = Middle()
+    replacement.leaf.value = 7
+    StaticChainRoot.shared.middle = replacement
+    replacement.leaf.value = 8
+    singletonToken.invalidate()
+    check(fromSingleton == [7, 8], "a chain rooted at a singleton re-targets (\(fromSingleton))")
 
     // Nested changes through a chain reach a later relation in order.
     var later: [Int] = []
