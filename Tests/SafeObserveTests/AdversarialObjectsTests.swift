@@ -147,6 +147,38 @@ struct ForeignFieldsTests {
         first.invalidate()
         again.invalidate()
     }
+
+    /// In a process of its own: before the fix, reflecting a token whose
+    /// relation had ended loaded the token's unowned reference to it, which
+    /// traps once the relation is deinitialized — `dump(token)` stopped the
+    /// program (so did a failed `#expect` describing one).
+    @Test func reflectingTokensAndObservationsWhoseRelationsEnded_neverTraps() async {
+        let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+            var dumped = ""
+            let counter = Counter()
+            // Ended by invalidation.
+            let ended = counter.safeObserve(\.count, by: Listener()) { _, _, _ in }
+            ended.invalidate()
+            dump(ended, to: &dumped)
+            // Ended by the listener's death, and by the object's death.
+            let byListener = counter.safeObserve(\.count, by: Listener()) { _, _, _ in }
+            var object: Counter? = Counter()
+            let byObject = object!.safeObserve(\.count, by: Listener()) { _, _, _ in }
+            object = nil
+            counter.count += 1  // finds the dead listener and ends its relation
+            dump([byListener, byObject], to: &dumped)
+            // A derived key path's token, and an invalidated KVO-shaped observation.
+            let node = NodeA(b: NodeB())
+            let derived = node.safeObserve(\.b.c.value, by: Listener()) { _, _, _ in }
+            derived.invalidate()
+            let observation = counter.observe(\.count, isolation: nil) { _, _ in }
+            observation.invalidate()
+            dump((derived, observation), to: &dumped)
+            _ = String(reflecting: ended) + String(describing: Mirror(reflecting: byObject).children.map(\.label))
+            expectInChild(dumped.contains("address"), "the tokens were not reflected: \(dumped)")
+        }
+        #expect(result.map { String(decoding: $0.standardOutputContent, as: UTF8.self) } == "")
+    }
 }
 
 private class GenericBox<Payload>: SafeObservable {

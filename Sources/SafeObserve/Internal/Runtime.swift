@@ -245,6 +245,18 @@ internal import CSafeObserveRuntime
 
 #endif
 
+/// Reflection shows the address alone. Reflecting the fields would *load*
+/// the unowned reference, which traps once the object's deinit ran:
+/// `dump(token)` of an ended observation, or a failed `#expect` describing
+/// one, stopped the program. Every type that holds an unretained reference
+/// (tokens, observations, hops) is safe to reflect through this.
+extension _UnretainedReference: CustomReflectable {
+    @usableFromInline
+    var customMirror: Mirror {
+        Mirror(self, children: ["address": address], displayStyle: .struct)
+    }
+}
+
 /// Whether the calling thread is running on `executor` (an actor's), as
 /// `Actor.assumeIsolated` asks the Concurrency runtime, but answering `false`
 /// instead of trapping.
