@@ -39,6 +39,11 @@ public struct Observed<Value> {
 
     /// Created by the first observation; held by nothing else, so it dies
     /// with the object and tears the property's relations down.
+    ///
+    /// Unmanaged, borrowed: once set it is never replaced or cleared, so
+    /// code holding the enclosing object may read this field's bits and use
+    /// the sentinel without retaining it (the setter, `_modify`, the
+    /// registry's look-up).
     @usableFromInline
     var _sentinel: _Sentinel?
 
@@ -98,16 +103,12 @@ public struct Observed<Value> {
             return instance[keyPath: storageKeyPath]._value
         }
         @inline(__always) set {
-            // The sentinel's bits, not a retained reference: the storage never
-            // replaces a sentinel once set, and it lives as long as `instance`,
-            // which the caller keeps alive for this call (and the emission
-            // retains). So the setter borrows it and pays no retain/release.
+            // Borrowed (see `_sentinel`): `instance` is held for this call.
             let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
             guard let sentinelAddress = UnsafeRawPointer(bitPattern: sentinelBits) else {
                 instance[keyPath: storageKeyPath]._value = newValue
                 return
             }
-            // Unmanaged: borrowed as explained above.
             Unmanaged<_Sentinel>.fromOpaque(sentinelAddress)._withUnsafeGuaranteedRef { sentinel in
                 sentinel.channel.emitChange(
                     of: instance,
@@ -123,7 +124,7 @@ public struct Observed<Value> {
         // the old value is copied only when a relation asks for `.old`,
         // exactly as in the setter.
         @inline(__always) _modify {
-            // The sentinel's bits, as in the setter. One yield only (the
+            // Borrowed, as in the setter. One yield only (the
             // optimizer inlines single-yield accessors, and only inlined do
             // the key paths fold to field accesses); the observed side is
             // out of line, and every read of the value stays here.
@@ -150,7 +151,6 @@ public struct Observed<Value> {
     /// so that the accessor stays small enough to inline.
     @usableFromInline @inline(never)
     static func _beginInPlaceChange(of instance: some SafeObservable, sentinelBits: UInt) -> _Channel.Emission? {
-        // Unmanaged: the sentinel borrowed as in the setter (`sentinelBits` is non-zero).
         Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
             ._withUnsafeGuaranteedRef { $0.channel.beginEmission(on: instance) }
     }
@@ -174,8 +174,6 @@ public struct Observed<Value> {
             if emission.hasPrior { emission.abandonPriorPhase(root: instance) }
             return
         }
-        // Unmanaged: the sentinel the storage owns (`sentinelBits` is non-zero),
-        // retained by `takeUnretainedValue()` for this call.
         let sentinel = Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
         emission.deliverChange(root: instance, new: new, old: old, channel: sentinel.takeUnretainedValue().channel)
     }

@@ -34,8 +34,9 @@ public protocol SafeObserver: AnyObject {
 /// }
 /// ```
 public final class ObserverLifetime: Sendable {
-    /// The listener's proxy — an `Unmanaged` +1, as bits — or 0 until the
-    /// listener first observes something.
+    /// The listener's proxy as the bits of an `Unmanaged` +1 that this
+    /// lifetime owns (given back by `deinit`), or 0 until the listener first
+    /// observes something. Set once, by compare-and-exchange; never replaced.
     private let proxyBits = Atomic<UInt>(0)
 
     /// Creates the (empty) storage; nothing else is allocated until the
@@ -49,38 +50,29 @@ public final class ObserverLifetime: Sendable {
     deinit {
         let bits = proxyBits.load(ordering: .acquiring)
         guard let address = UnsafeRawPointer(bitPattern: bits) else { return }
-        // Unmanaged: takes back the +1 that `makeProxy(for:)` stored.
         Unmanaged<_ListenerProxy>.fromOpaque(address).takeRetainedValue().removeAll(final: true)
     }
 
     /// The proxy of `listener` — the object this lifetime is stored in —
-    /// created on first use with `create`, as a +1 for the caller to take;
-    /// `nil` if the lifetime is already another object's (reported when
-    /// `create` is set).
+    /// created on first use with `create`; `nil` if the lifetime is already
+    /// another object's (reported when `create` is set).
     ///
     /// - Complexity: O(1): one atomic load once created.
     @inline(__always)
-    // Unmanaged: a +1 on the proxy this lifetime owns, for the caller to take.
-    func retainedProxy(for listener: AnyObject, create: Bool) -> Unmanaged<_ListenerProxy>? {
+    func proxy(for listener: AnyObject, create: Bool) -> _ListenerProxy? {
         guard let address = UnsafeRawPointer(bitPattern: proxyBits.load(ordering: .acquiring)) else {
-            // Unmanaged: +1 for the caller.
-            return create ? makeProxy(for: listener).map(Unmanaged.passRetained) : nil
+            return create ? makeProxy(for: listener) : nil
         }
-        // Unmanaged: owned by this lifetime (+1 stored), which the caller's
-        // listener keeps alive; borrowed to compare, retained to return.
-        let proxy = Unmanaged<_ListenerProxy>.fromOpaque(address)
-        // Unmanaged without a retain: only the address is compared.
-        let listenerAddress = Unmanaged.passUnretained(listener).toOpaque()
-        guard proxy._withUnsafeGuaranteedRef({ $0.listener.address == listenerAddress }) else {
+        let proxy = Unmanaged<_ListenerProxy>.fromOpaque(address).takeUnretainedValue()
+        guard proxy.listener.address == Unmanaged.passUnretained(listener).toOpaque() else {
             if create { Self.reportShared(by: listener) }
             return nil
         }
-        return proxy.retain()
+        return proxy
     }
 
     @inline(never)
     private func makeProxy(for listener: AnyObject) -> _ListenerProxy? {
-        // Unmanaged: the +1 this lifetime keeps, given back by `deinit`.
         let candidate = Unmanaged.passRetained(_ListenerProxy(listener: listener))
         let bits = UInt(bitPattern: candidate.toOpaque())
         if proxyBits.compareExchange(expected: 0, desired: bits, ordering: .acquiringAndReleasing).exchanged {
@@ -88,8 +80,7 @@ public final class ObserverLifetime: Sendable {
         }
         // Another thread's registration created it first.
         candidate.release()
-        // Unmanaged: takes the +1 `retainedProxy` returns.
-        return retainedProxy(for: listener, create: true)?.takeRetainedValue()
+        return proxy(for: listener, create: true)
     }
 
     @inline(never)

@@ -89,8 +89,7 @@ struct _ChainLayout {
                 accesses.append(
                     _Access(
                         object: object, wrappedKeyPath: links[index].wrappedKeyPath,
-                        // Unmanaged: takes the +1 `channelCreatingSentinel` returned.
-                        channel: channel.takeRetainedValue(), sentinelFieldOffset: links[index].field.offset))
+                        channel: consume channel, sentinelFieldOffset: links[index].field.offset))
                 if index < links.count - 1 { object = Self.object(at: links[index].valueOffset, in: object) }
             }
             return true

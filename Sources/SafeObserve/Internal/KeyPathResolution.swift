@@ -32,44 +32,36 @@ struct _SentinelField {
         offset = field.sentinelOffset
     }
 
-    /// The channel of the property at this offset in `object` (+1, for the
-    /// caller to take), creating its sentinel on first observation; `nil`
-    /// inside the object's `deinit`.
+    /// The channel of the property at this offset in `object`, creating its
+    /// sentinel on first observation; `nil` inside the object's `deinit`.
     ///
     /// `object` must be an instance of a class the offset was located in (the
     /// key path's root guarantees it). Call it inside `_Registry.withLock`,
     /// which serializes every write of a sentinel field.
     ///
     /// - Complexity: O(1).
-    func channelCreatingSentinel(in object: AnyObject) -> Unmanaged<_Channel>? {
+    func channelCreatingSentinel(in object: AnyObject) -> _Channel? {
         // Unmanaged without a retain: the caller holds `object`.
         let base = UnsafeMutableRawPointer(Unmanaged.passUnretained(object).toOpaque())
         // A stored `_Sentinel?` of `Observed<Value>`: memory bound to the
         // storage struct is bound to its fields' types too.
         let field = (base + offset).assumingMemoryBound(to: _Sentinel?.self)
-        // Read as bits and borrowed: the storage owns the sentinel, and the
-        // caller holds the object (so only the channel is retained).
+        // Borrowed (see `Observed._sentinel`): the caller holds `object`.
         if let sentinelAddress = UnsafeRawPointer(bitPattern: UnsafeRawPointer(field).load(as: UInt.self)) {
-            // Unmanaged: the sentinel borrowed as explained above; the channel +1.
-            return Unmanaged<_Sentinel>.fromOpaque(sentinelAddress)._withUnsafeGuaranteedRef {
-                // Unmanaged: +1 on the channel, for the caller to take.
-                Unmanaged.passRetained($0.channel)
-            }
+            return Unmanaged<_Sentinel>.fromOpaque(sentinelAddress)._withUnsafeGuaranteedRef { $0.channel }
         }
         // Never create a sentinel inside the object's own deinit.
         guard !_swift_isDeallocating(object) else { return nil }
         let sentinel = _Sentinel(object: object)
         field.pointee = sentinel
-        // Unmanaged: +1 for the caller, as above.
-        return Unmanaged.passRetained(sentinel.channel)
+        return sentinel.channel
     }
 }
 
 extension _SentinelField {
     /// ``channelCreatingSentinel(in:)``, taking the registry's lock (tests).
     func channel(in object: AnyObject) -> _Channel? {
-        // Unmanaged: takes the +1 `channelCreatingSentinel` returned.
-        _Registry.withLock { _ in channelCreatingSentinel(in: object) }?.takeRetainedValue()
+        _Registry.withLock { _ in channelCreatingSentinel(in: object) }
     }
 }
 

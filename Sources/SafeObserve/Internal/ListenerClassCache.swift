@@ -57,8 +57,7 @@ struct _ListenerClassCache {
         return observerType
     }
 
-    /// The proxy in `listener`'s lifetime (+1, for the caller to take),
-    /// created on first use with `create`.
+    /// The proxy in `listener`'s lifetime, created on first use with `create`.
     ///
     /// Before creating it, checks that `observerLifetime` is stored: a
     /// computed one (a new lifetime on each access) would take the proxy
@@ -67,22 +66,20 @@ struct _ListenerClassCache {
     ///
     /// - Complexity: O(1); the check reads `observerLifetime` once more, on
     ///   the listener's first observation only.
-    // Unmanaged: a +1 the caller takes or releases.
     @inline(__always)
-    static func retainedProxy<Observer: SafeObserver>(
+    static func proxy<Observer: SafeObserver>(
         of listener: AnyObject, as type: Observer.Type, create: Bool
-    ) -> Unmanaged<_ListenerProxy>? {
-        if let proxy = lifetime(of: listener, as: type).retainedProxy(for: listener, create: false) { return proxy }
-        return create ? retainedNewProxy(of: listener, as: type) : nil
+    ) -> _ListenerProxy? {
+        if let proxy = lifetime(of: listener, as: type).proxy(for: listener, create: false) { return proxy }
+        return create ? newProxy(of: listener, as: type) : nil
     }
 
     /// The first observation of a ``SafeObserver`` listener: checks that its
-    /// lifetime is stored, then creates the proxy (+1, for the caller).
+    /// lifetime is stored, then creates the proxy.
     @inline(never)
-    // Unmanaged: a +1 the caller takes or releases.
-    private static func retainedNewProxy<Observer: SafeObserver>(
+    private static func newProxy<Observer: SafeObserver>(
         of listener: AnyObject, as type: Observer.Type
-    ) -> Unmanaged<_ListenerProxy>? {
+    ) -> _ListenerProxy? {
         let lifetime = lifetime(of: listener, as: type)
         guard Self.lifetime(of: listener, as: type) === lifetime else {
             _Diagnostics.reportProgrammerError(
@@ -91,7 +88,7 @@ struct _ListenerClassCache {
                     + "`let observerLifetime = ObserverLifetime()`")
             return nil
         }
-        return lifetime.retainedProxy(for: listener, create: true)
+        return lifetime.proxy(for: listener, create: true)
     }
 
     /// `listener`'s lifetime, `Observer` being its class's conformance.

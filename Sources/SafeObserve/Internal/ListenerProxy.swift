@@ -380,46 +380,32 @@ final class _ListenerProxy: Sendable {
     ///
     /// With `create: false`, nothing is ever allocated (safe inside `deinit`).
     static func of(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
-        // Unmanaged: +1 from `lookUp`, taken below.
-        var proxy: Unmanaged<_ListenerProxy>?
-        let found = _Registry.withLock { state in
-            state.lookUp(listener, create: create, proxy: &proxy)
-        }
-        // Unmanaged: takes the +1 that `lookUp` or `retained(...)` returned.
-        return (proxy ?? retained(listener, create: create, found: found))?
-            .takeRetainedValue()
+        of(listener, create: create, found: _Registry.withLock { $0.lookUp(listener) })
     }
 
-    /// Finishes ``of(_:create:)`` when the registry's tables `found` no proxy
-    /// (unlocked: reading `observerLifetime` runs the listener's code), as a
-    /// +1 for the caller to take.
-    static func retained(
-        _ listener: AnyObject, create: Bool, found: _ListenerLookup
-    ) -> Unmanaged<_ListenerProxy>? {  // Unmanaged: a +1 the caller takes or releases.
-        switch found {
+    /// Finishes ``of(_:create:)`` with what the registry's tables `found`
+    /// (unlocked: reading `observerLifetime` runs the listener's code).
+    @inline(__always)
+    static func of(_ listener: AnyObject, create: Bool, found: consuming _Registry.Found) -> _ListenerProxy? {
+        if let proxy = found.proxy.take() { return proxy }
+        switch found.listener {
         case .proxy:
-            preconditionFailure("SafeObserve: a proxy found in the table is taken by the caller")
+            preconditionFailure("SafeObserve: a proxy-table look-up returns the proxy")
         case .observer(let observerType):
-            return _ListenerClassCache.retainedProxy(of: listener, as: observerType, create: create)
+            return _ListenerClassCache.proxy(of: listener, as: observerType, create: create)
         case .noProxy:
-            // Unmanaged: +1 for the caller.
-            return create ? Unmanaged.passRetained(_ProxyTable.insertProxy(for: listener)) : nil
+            return create ? _ProxyTable.insertProxy(for: listener) : nil
         case .unknownClass:
-            // Unmanaged: +1 for the caller.
-            return ofUnknownClass(listener, create: create).map(Unmanaged.passRetained)
+            return ofUnknownClass(listener, create: create)
         }
     }
 
     @inline(never)
     private static func ofUnknownClass(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
         if let observerType = _ListenerClassCache.lookUpSlowly(listener) {
-            // Unmanaged: takes the +1 `retainedProxy` returns.
-            return _ListenerClassCache.retainedProxy(of: listener, as: observerType, create: create)?
-                .takeRetainedValue()
+            return _ListenerClassCache.proxy(of: listener, as: observerType, create: create)
         }
-        // Unmanaged: the +1 `existingProxy` took.
-        let existing = _Registry.withLock { $0.proxies.existingProxy(of: listener) }?
-            .takeRetainedValue()
+        let existing = _Registry.withLock { $0.proxies.existingProxy(of: listener) }
         guard create, existing == nil else { return existing }
         return _ProxyTable.insertProxy(for: listener)
     }
@@ -473,10 +459,9 @@ struct _ProxyTable {
     /// replaces it).
     ///
     /// - Complexity: O(1) expected.
-    func existingProxy(of listener: AnyObject) -> Unmanaged<_ListenerProxy>? {
+    func existingProxy(of listener: AnyObject) -> _ListenerProxy? {
         entries.first(under: ObjectIdentifier(listener)) { entry in
-            // Unmanaged: +1, for the caller to take.
-            entry.proxy.listener.refers(to: listener) ? Unmanaged.passRetained(entry.proxy) : nil
+            entry.proxy.listener.refers(to: listener) ? entry.proxy : nil
         }
     }
 

@@ -96,15 +96,9 @@ enum _SafeObserveRegistration {
         var inert: (ObservationToken, Bool) { (ObservationToken(inertWith: options), false) }
         // The common case first, exactly as if derived key paths did not
         // exist: a key path already known to be one @Observed property.
-        var channel: Unmanaged<_Channel>?
-        // Unmanaged: +1 references from the registry, handed to `attach` or released.
-        var proxy: Unmanaged<_ListenerProxy>?
-        if let found = _Registry.lookUp(
-            keyPath, on: object, listener: listener, channel: &channel, proxy: &proxy)
-        {
+        if let found = _Registry.lookUp(keyPath, on: object, listener: listener) {
             return attach(
-                object, keyPath, options, deliver, listener: listener, found: found, channel: channel, proxy: proxy,
-                isDistinct: isDistinct)
+                object, keyPath, options, deliver, listener: listener, found: found, isDistinct: isDistinct)
         }
 
         if let found = registerEqualKeyPath(object, keyPath, listener, options, deliver, isDistinct) { return found }
@@ -117,10 +111,7 @@ enum _SafeObserveRegistration {
 
         case .property(let channel):
             guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
-            // Unmanaged: +1s that `attach` hands over to the relation.
-            return attach(
-                object, keyPath, options, deliver, to: .passRetained(channel), proxy: .passRetained(proxy),
-                isDistinct: isDistinct)
+            return attach(object, keyPath, options, deliver, to: channel, proxy: proxy, isDistinct: isDistinct)
 
         case .derived(let accesses):
             // unsafeDowncast: `.makeDerivation` always returns a derivation.
@@ -139,36 +130,21 @@ enum _SafeObserveRegistration {
         _ deliver: @escaping _Deliver, _ isDistinct: Bool
     ) -> (token: ObservationToken, deliversInitial: Bool)?? {
         guard let field = _KeyPathResolutionCache.sentinelField(equalTo: keyPath) else { return nil }
-        // Unmanaged: +1 references from the registry, handed to `attach` or released.
-        var channel: Unmanaged<_Channel>?
-        var proxy: Unmanaged<_ListenerProxy>?
-        let found = _Registry.withLock { state in
-            state.lookUp(
-                field, on: object, listener: listener, channel: &channel, proxy: &proxy)
-        }
+        let found = _Registry.withLock { $0.lookUp(field, on: object, listener: listener) }
         return .some(
-            attach(
-                object, keyPath, options, deliver, listener: listener, found: found, channel: channel, proxy: proxy,
-                isDistinct: isDistinct))
+            attach(object, keyPath, options, deliver, listener: listener, found: found, isDistinct: isDistinct))
     }
 
-    /// ``attach(_:_:_:_:to:proxy:)`` after a registry look-up: finds the
-    /// listener's proxy if the tables had none for it, and takes over (or
-    /// gives back) the +1 references the look-up returned.
+    /// ``attach(_:_:_:_:to:proxy:isDistinct:)`` after a registry look-up:
+    /// finds the listener's proxy if the tables had none for it.
     @inline(__always)
     private static func attach(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
-        listener: AnyObject, found: _ListenerLookup,
-        // Unmanaged: +1 references, taken over or released.
-        channel: Unmanaged<_Channel>?, proxy: Unmanaged<_ListenerProxy>?,
-        isDistinct: Bool
+        listener: AnyObject, found: consuming _Registry.Found, isDistinct: Bool
     ) -> (token: ObservationToken, deliversInitial: Bool)? {
-        // Unmanaged: a +1 the caller takes, from the proxy's owner.
-        let proxy = proxy ?? _ListenerProxy.retained(listener, create: true, found: found)
-        guard let channel, let proxy else {
-            // Unmanaged: gives back whichever +1 was taken.
-            channel?.release()
-            proxy?.release()
+        guard let channel = found.channel.take(),
+            let proxy = _ListenerProxy.of(listener, create: true, found: found)
+        else {
             return (ObservationToken(inertWith: options), false)
         }
         return attach(object, keyPath, options, deliver, to: channel, proxy: proxy, isDistinct: isDistinct)
@@ -197,17 +173,15 @@ enum _SafeObserveRegistration {
     }
 
     /// Registers the listener of `proxy` on `channel` (a single `@Observed`
-    /// property), taking over the +1 references the caller passes.
+    /// property).
     private static func attach(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
-        // Unmanaged: +1 references the new relation takes over.
-        to channel: Unmanaged<_Channel>, proxy: Unmanaged<_ListenerProxy>, isDistinct: Bool
+        to channel: consuming _Channel, proxy: consuming _ListenerProxy, isDistinct: Bool
     ) -> (token: ObservationToken, deliversInitial: Bool)? {
         // Built before the proxy's lock is taken, and dropped on a dedupe hit.
-        // Unmanaged: the relation takes both +1s over.
         let relation = _Relation(
-            keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy.takeRetainedValue(),
-            channel: channel.takeRetainedValue(), isDistinct: isDistinct, deliver: deliver)
+            keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
+            channel: channel, isDistinct: isDistinct, deliver: deliver)
         var existing: _Relation?
         guard relation.proxy.insert(relation, existing: &existing) else {
             return listenerIsAlive(relation.listener.load()) ? nil : (ObservationToken(inertWith: options), false)

@@ -26,6 +26,10 @@ enum _Registry {
     }
 
     /// The address of the `_LockedStorage<State>`, or 0 before first use.
+    ///
+    /// Unmanaged: set once, by compare-and-exchange, to an object published
+    /// with a +1 that is never given back, so every load of a non-zero value
+    /// may borrow it for the life of the process.
     private static let storageBits = Atomic<UInt>(0)
 
     /// Runs `body` with exclusive access to the tables.
@@ -52,27 +56,23 @@ enum _Registry {
         storage()._withUnsafeGuaranteedRef { $0.unlock() }
     }
 
+    /// The published tables (see `storageBits`).
     @inline(__always)
-    // Unmanaged: the published tables, kept for the life of the process.
     private static func storage() -> Unmanaged<_LockedStorage<State>> {
         if let address = UnsafeRawPointer(bitPattern: storageBits.load(ordering: .acquiring)) {
-            // Unmanaged: published once with a +1 that is never given back.
             return Unmanaged.fromOpaque(address)
         }
         return makeStorage()
     }
 
     @inline(never)
-    // Unmanaged: returns the published tables, whose +1 is never given back.
     private static func makeStorage() -> Unmanaged<_LockedStorage<State>> {
-        // Unmanaged: the +1 that keeps the tables for the life of the process.
         let candidate = Unmanaged.passRetained(_LockedStorage(State()))
         let (exchanged, published) = storageBits.compareExchange(
             expected: 0, desired: UInt(bitPattern: candidate.toOpaque()), ordering: .acquiringAndReleasing)
         if exchanged { return candidate }
         // Another thread published its tables first.
         candidate.release()
-        // Unmanaged: that thread's +1, likewise never given back.
         return Unmanaged.fromOpaque(UnsafeRawPointer(bitPattern: published)!)
     }
 
@@ -82,21 +82,16 @@ enum _Registry {
     /// critical section; `nil` if the key path is not known to be exactly one
     /// `@Observed` property.
     ///
-    /// Results come back through the `inout` arguments as `Unmanaged` +1
-    /// references, which registration hands over to the new relation without
-    /// any further retain: the property's `channel` (created on its first
-    /// observation; `nil` inside `object`'s `deinit`) and what the tables
-    /// know of the listener (see ``State/lookUp(_:create:proxy:)``).
+    /// The property's `channel` is created on its first observation (`nil`
+    /// inside `object`'s `deinit`); `listener` is what the tables know of the
+    /// listener (see ``State/lookUp(_:)``).
     @inline(__always)
     static func lookUp(
-        // Unmanaged: `channel` and `proxy` receive +1 references for the caller to take.
-        _ keyPath: AnyKeyPath, on object: AnyObject, listener: AnyObject, channel: inout Unmanaged<_Channel>?,
-        // Unmanaged: as `channel`.
-        proxy: inout Unmanaged<_ListenerProxy>?
-    ) -> _ListenerLookup? {
+        _ keyPath: AnyKeyPath, on object: AnyObject, listener: AnyObject
+    ) -> _Registry.Found? {
         withLock { state in
             guard let field = state.keyPaths.field(for: keyPath) else { return nil }
-            return state.lookUp(field, on: object, listener: listener, channel: &channel, proxy: &proxy)
+            return state.lookUp(field, on: object, listener: listener)
         }
     }
 }
@@ -104,42 +99,47 @@ enum _Registry {
 extension _Registry.State {
     /// The channel of the property at `field` in `object` (creating its
     /// sentinel on first observation) and what the tables know of
-    /// `listener`, both as in ``_Registry/lookUp(_:on:listener:channel:proxy:)``.
+    /// `listener`, both as in ``_Registry/lookUp(_:on:listener:)``.
     @inline(__always)
     func lookUp(
-        // Unmanaged: `channel` and `proxy` receive +1 references for the caller to take.
-        _ field: _SentinelField, on object: AnyObject, listener: AnyObject, channel: inout Unmanaged<_Channel>?,
-        // Unmanaged: as `channel`.
-        proxy: inout Unmanaged<_ListenerProxy>?
-    ) -> _ListenerLookup {
-        channel = field.channelCreatingSentinel(in: object)
-        return lookUp(listener, create: true, proxy: &proxy)
+        _ field: _SentinelField, on object: AnyObject, listener: AnyObject
+    ) -> _Registry.Found {
+        var found = lookUp(listener)
+        found.channel = field.channelCreatingSentinel(in: object)
+        return found
     }
 
-    /// What the tables know of `listener`: with `.proxy` its proxy is in
-    /// `proxy` (+1, for the caller to take).
+    /// What the tables know of `listener` (no channel).
     ///
     /// - Complexity: O(1) expected.
     @inline(__always)
-    func lookUp(
-        // Unmanaged: `proxy` receives a +1 for the caller to take.
-        _ listener: AnyObject, create: Bool, proxy: inout Unmanaged<_ListenerProxy>?
-    ) -> _ListenerLookup {
+    func lookUp(_ listener: AnyObject) -> _Registry.Found {
         switch listenerClasses.kind(of: listener) {
         case .unknown:
-            return .unknownClass
+            return _Registry.Found(listener: .unknownClass)
         case .observer(let type):
-            return .observer(type)
+            return _Registry.Found(listener: .observer(type))
         case .plain:
-            proxy = proxies.existingProxy(of: listener)
-            return proxy == nil ? .noProxy : .proxy
+            let proxy = proxies.existingProxy(of: listener)
+            return _Registry.Found(proxy: proxy, listener: proxy == nil ? .noProxy : .proxy)
         }
+    }
+}
+
+extension _Registry {
+    /// What one look-up found: the property's channel (when a property was
+    /// looked up) and what the tables know of the listener, with its proxy
+    /// if the proxy table has it.
+    struct Found {
+        var channel: _Channel? = nil
+        var proxy: _ListenerProxy? = nil
+        var listener: _ListenerLookup
     }
 }
 
 /// What the registry's tables know of a listener.
 enum _ListenerLookup {
-    /// It has a proxy in the proxy table.
+    /// It has a proxy in the proxy table (``_Registry/Found/proxy``).
     case proxy
     /// Its class adopts ``SafeObserver`` with this conformance: the proxy is
     /// in its lifetime.
