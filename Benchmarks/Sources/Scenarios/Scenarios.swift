@@ -1043,6 +1043,10 @@ public final class Link7: SafeObservable {
 }
 /// See ``Link1``.
 public final class Link8: SafeObservable {
+    /// Not observed; only moves `value` to another offset, so that its
+    /// setter is not merged with `SafeModel.value`'s (which would add a jump
+    /// to the unobserved-set rows), as in ``ComputedModel``.
+    public var tag = 0
     /// The value at the end of the chain.
     @Observed public var value = 1
 }
