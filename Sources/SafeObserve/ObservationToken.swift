@@ -27,7 +27,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     // is immutable too, and `_relation` is only reached through atomic probes.
 
     /// The relation, never retained; `nil` for an inert token.
-    @usableFromInline let _relation: _UnretainedReference?
+    @usableFromInline let _relation: _RelationReference?
 
     /// The relation's identity (``_Relation/id``), never reused; 0 for an
     /// inert token. Not the relation's address, which a later relation may
@@ -59,7 +59,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     public let observedObjectID: ObjectIdentifier?
 
     init(_ relation: _Relation) {
-        _relation = _UnretainedReference(relation)
+        _relation = _RelationReference(relation)
         _id = relation.id
         options = relation.options
         keyPath = relation.keyPath
@@ -76,11 +76,7 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     }
 
     /// The relation, unless it ended and was released.
-    var _liveRelation: _Relation? {
-        guard let object = _relation?.load() else { return nil }
-        // unsafeDowncast: `_relation` is only ever made from a `_Relation`.
-        return unsafeDowncast(object, to: _Relation.self)
-    }
+    var _liveRelation: _Relation? { _relation?.load() }
 
     /// The listener, while the relation is active and the listener alive.
     ///

@@ -182,24 +182,31 @@ class _Derivation: @unchecked Sendable {
 
     // MARK: Introspection
 
+    /// The user's relation `reference` refers to (the state machine's
+    /// `relation`, which ``start(relation:root:accesses:)`` sets), unless its
+    /// deinitialization began.
+    private static func load(_ reference: _UnretainedReference) -> _Relation? {
+        // unsafeDowncast: the state machine's relation is only ever set from
+        // the `_Relation` that `start` receives.
+        reference.load().map { unsafeDowncast($0, to: _Relation.self) }
+    }
+
     /// The user's relation, while it is active, if `object` is its root.
     func relation(rootedAt object: AnyObject) -> _Relation? {
         let (relationReference, rootReference) = state.withLock { state in (state.relation, state.root) }
         // Unmanaged without a retain: only the caller's object's address is compared.
         guard rootReference?.address == Unmanaged.passUnretained(object).toOpaque(),
-            let relationObject = relationReference?.load()
+            let relation = relationReference.flatMap(Self.load)
         else { return nil }
-        // unsafeDowncast: `state.relation` is only ever made from a `_Relation`.
-        let relation = unsafeDowncast(relationObject, to: _Relation.self)
         return relation.isActive ? relation : nil
     }
 
     /// The user's relation, while it is active, and its root, while alive.
     func rootedRelation() -> (_Relation, AnyObject)? {
         let (relationReference, rootReference) = state.withLock { state in (state.relation, state.root) }
-        guard let relationObject = relationReference?.load(), let root = rootReference?.load() else { return nil }
-        // unsafeDowncast: `state.relation` is only ever made from a `_Relation`.
-        let relation = unsafeDowncast(relationObject, to: _Relation.self)
+        guard let relation = relationReference.flatMap(Self.load), let root = rootReference?.load() else {
+            return nil
+        }
         return relation.isActive ? (relation, root) : nil
     }
 
@@ -208,10 +215,7 @@ class _Derivation: @unchecked Sendable {
     /// The user's relation and the root, if both are still there; ends the
     /// relation when the root died.
     private func load(_ target: _DerivationStateMachine<_Relation>.Target) -> (relation: _Relation, root: AnyObject)? {
-        guard let relationObject = target.relation.load() else { return nil }
-        // unsafeDowncast: `state.relation` is only ever made from a `_Relation`.
-        let relation = unsafeDowncast(relationObject, to: _Relation.self)
-        guard relation.isActive else { return nil }
+        guard let relation = Self.load(target.relation), relation.isActive else { return nil }
         guard let root = target.root.load() else {
             relation.end()
             return nil

@@ -214,7 +214,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
         /// A job is scheduled, or running, and will deliver the queue.
         @usableFromInline var isScheduled = false
         /// The relation, once registered (see ``attach(_:)``).
-        @usableFromInline var relation: _UnretainedReference?
+        @usableFromInline var relation: _RelationReference?
 
         @usableFromInline
         init() {}
@@ -244,7 +244,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
         /// Records the relation; `true` if a job must now be scheduled for
         /// changes queued before.
         @inlinable
-        mutating func attach(_ relation: _UnretainedReference?) -> Bool {
+        mutating func attach(_ relation: _RelationReference?) -> Bool {
             defer { _checkInvariants() }
             self.relation = relation
             guard !isEmpty, !isScheduled else { return false }
@@ -320,10 +320,8 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
 /// still active and both are alive; otherwise `nil`, having ended the
 /// relation of a dead listener (so its handler is released now).
 @usableFromInline
-func _hopRecipients(relation reference: _UnretainedReference?, root: _UnretainedReference) -> (AnyObject, AnyObject)? {
-    guard let reference, let object = reference.load() else { return nil }
-    // unsafeDowncast: a token's relation reference is only made from a `_Relation`.
-    let relation = unsafeDowncast(object, to: _Relation.self)
+func _hopRecipients(relation reference: _RelationReference?, root: _UnretainedReference) -> (AnyObject, AnyObject)? {
+    guard let relation = reference?.load() else { return nil }
     guard relation.isLive else { return nil }
     guard let listener = relation.listener.load() else {
         relation.end()
@@ -335,10 +333,8 @@ func _hopRecipients(relation reference: _UnretainedReference?, root: _Unretained
 
 /// Ends the relation `reference` refers to, if it is still there.
 @usableFromInline
-func _endRelation(_ reference: _UnretainedReference?) {
-    guard let reference, let object = reference.load() else { return }
-    // unsafeDowncast: a token's relation reference is only made from a `_Relation`.
-    unsafeDowncast(object, to: _Relation.self).end()
+func _endRelation(_ reference: _RelationReference?) {
+    reference?.load()?.end()
 }
 
 /// An unretained reference to `object`.

@@ -31,6 +31,26 @@ private let _nextRelationID = Atomic<UInt64>(1)
 /// ``_Relation/distinctTableKey()``): never reused.
 private let _nextDistinctKey = Atomic<UInt64>(1)
 
+/// An unretained reference to a relation (a token's, a hop's), which loads
+/// as one.
+@usableFromInline
+struct _RelationReference: Sendable {
+    @usableFromInline let reference: _UnretainedReference
+
+    init(_ relation: _Relation) {
+        reference = _UnretainedReference(relation)
+    }
+
+    /// The relation unless its deinitialization began. Call it outside
+    /// locks: dropping the result may run its deinit.
+    @inline(__always)
+    func load() -> _Relation? {
+        // unsafeDowncast: `reference` is only ever made from a `_Relation`
+        // (the initializer above).
+        reference.load().map { unsafeDowncast($0, to: _Relation.self) }
+    }
+}
+
 /// One observation relation: a listener watching one key path of one object.
 ///
 /// The relation is what both sides hold: the observed property's ``_Channel``
