@@ -68,7 +68,7 @@ final class WideRoot: SafeObservable {
 }
 
 /// Whether the derivation behind `token` reads its chain from storage.
-private func readsFromStorage(_ token: ObservationToken) -> Bool {
+func readsFromStorage(_ token: ObservationToken) -> Bool {
     guard let relation = token._liveRelation as? _DerivedRelation else { return false }
     return relation.derivation.state.withLock { $0.chainLayout } != nil
 }

@@ -89,6 +89,7 @@ struct ObservedTests {
         }
         counter.count = 1
         #expect(order.entries == ["0", "1", "2", "3", "4"])
+        withExtendedLifetime(listeners) {}  // optimized builds may release them after their last use
     }
 
     @Test func sentinelsAreCreatedOnlyByTheFirstObservationOfAProperty() {
