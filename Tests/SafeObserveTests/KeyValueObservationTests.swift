@@ -41,6 +41,57 @@ struct KeyValueObservationTests {
         #expect(captures.deinitCount == 1, "the handler and its captures are released at invalidate()")
     }
 
+    /// KVO code often stops observing from the handler (`observation = nil`
+    /// once a condition holds): the handler finishes running with its
+    /// captures alive, and nothing is delivered after.
+    @Test func releasingTheObservationInsideItsOwnHandler_endsIt_afterTheHandlerReturns() {
+        final class Screen: @unchecked Sendable {
+            var observation: KeyValueObservation?
+            var seen: [Int] = []
+        }
+        let counter = Counter()
+        let captures = LifetimeCounter()
+        let screen = Screen()
+        do {
+            let captured = Captured(captures)
+            screen.observation = counter.observe(\.count, options: [.new]) { [unowned screen] _, change in
+                screen.observation = nil  // drops the last reference to the observation, and so to this closure
+                // The closure and what it captured are still alive here.
+                withExtendedLifetime(captured) {
+                    screen.seen.append(change.newValue! * 10 + captured.lifetime.liveCount)
+                }
+            }
+        }
+        counter.count = 1
+        counter.count = 2
+        #expect(screen.seen == [11])
+        #expect(captures.deinitCount == 1, "released once the handler returned")
+        #expect(SafeObservation.relations(of: counter).isEmpty)
+    }
+
+    /// The same with `invalidate()` inside the handler, and with other
+    /// observations of the property (before and after it) still delivered.
+    @Test func invalidatingInsideItsOwnHandler_endsOnlyThatObservation() {
+        final class Box: @unchecked Sendable { var observation: KeyValueObservation? }
+        let counter = Counter()
+        let log = _Mutex<[String]>([])
+        let before = counter.observe(\.count, options: [.new]) { _, change in
+            log.withLock { $0.append("before \(change.newValue!)") }
+        }
+        let box = Box()
+        box.observation = counter.observe(\.count, options: [.new]) { [unowned box] _, change in
+            log.withLock { $0.append("self \(change.newValue!)") }
+            box.observation?.invalidate()
+        }
+        let after = counter.observe(\.count, options: [.new]) { _, change in
+            log.withLock { $0.append("after \(change.newValue!)") }
+        }
+        counter.count = 1
+        counter.count = 2
+        #expect(log.withLock { $0 } == ["before 1", "self 1", "after 1", "before 2", "after 2"])
+        #expect(!box.observation!.isActive && before.isActive && after.isActive)
+    }
+
     @Test func defaultOptionsAreKVOs_noValues() {
         let counter = Counter()
         let changes = _Mutex<[String]>([])
