@@ -45,7 +45,7 @@ struct KeyValueObservationTests {
     /// once a condition holds): the handler finishes running with its
     /// captures alive, and nothing is delivered after.
     @Test func releasingTheObservationInsideItsOwnHandler_endsIt_afterTheHandlerReturns() {
-        final class Screen: @unchecked Sendable {
+        final class Screen {
             var observation: KeyValueObservation?
             var seen: [Int] = []
         }
@@ -72,7 +72,7 @@ struct KeyValueObservationTests {
     /// The same with `invalidate()` inside the handler, and with other
     /// observations of the property (before and after it) still delivered.
     @Test func invalidatingInsideItsOwnHandler_endsOnlyThatObservation() {
-        final class Box: @unchecked Sendable { var observation: KeyValueObservation? }
+        final class Box { var observation: KeyValueObservation? }
         let counter = Counter()
         let log = _Mutex<[String]>([])
         let before = counter.observe(\.count, options: [.new]) { _, change in
