@@ -336,6 +336,27 @@ do {
     check(SafeObservation.relations(of: counter).isEmpty && first == nil, "no observation relation is left")
 }
 
+/// Holds an observation that it drops from the observation's own handler.
+final class OneShotScreen {
+    var observation: KeyValueObservation?
+    var seen: [Int] = []
+}
+
+do {
+    // KVO code often stops observing from the handler once a condition holds.
+    let counter = Counter()
+    let screen = OneShotScreen()
+    let note = "captured"
+    screen.observation = counter.observe(\.count, options: [.new], isolation: nil) { [unowned screen] _, change in
+        screen.observation = nil  // the last reference to the observation, and to this closure
+        screen.seen.append(change.newValue! * 10 + note.count)  // its captures are still alive here
+    }
+    counter.count = 1
+    counter.count = 2
+    check(screen.seen == [18], "an observation released inside its own handler ends after it (\(screen.seen))")
+    check(SafeObservation.relations(of: counter).isEmpty, "and leaves no relation")
+}
+
 // MARK: - Notifications
 
 extension NotificationName where Payload == Int {
