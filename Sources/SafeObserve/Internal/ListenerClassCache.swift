@@ -1,12 +1,3 @@
-/// Which listener classes adopt ``SafeObserver``, so that finding a
-/// listener's proxy needs no dynamic protocol cast per registration.
-///
-/// `listener as? any SafeObserver` asks the runtime's conformance cache
-/// (about 280 instructions). A class either adopts ``SafeObserver`` or not, for
-/// good, so the answer is cached per class in a small direct-mapped table
-/// (part of the ``_Registry``): the class's conformance as an existential
-/// metatype (two pointers, nothing to retain), which is then opened to read
-/// `observerLifetime` statically.
 /// What ``_ListenerClassCache`` knows of a listener's class.
 enum _ListenerClass {
     /// Not in the table (never seen, or evicted).
@@ -17,6 +8,15 @@ enum _ListenerClass {
     case observer(any SafeObserver.Type)
 }
 
+/// Which listener classes adopt ``SafeObserver``, so that finding a
+/// listener's proxy needs no dynamic protocol cast per registration.
+///
+/// `listener as? any SafeObserver` asks the runtime's conformance cache
+/// (about 280 instructions). A class either adopts ``SafeObserver`` or not, for
+/// good, so the answer is cached per class in a small direct-mapped table
+/// (part of the ``_Registry``): the class's conformance as an existential
+/// metatype (two pointers, nothing to retain), which is then opened to read
+/// `observerLifetime` statically.
 struct _ListenerClassCache {
     struct Entry {
         /// The class (its metadata's identity; metadata is never freed).

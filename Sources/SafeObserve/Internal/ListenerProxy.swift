@@ -388,14 +388,12 @@ final class _ListenerProxy: Sendable {
     @inline(__always)
     static func of(_ listener: AnyObject, create: Bool, found: consuming _Registry.Found) -> _ListenerProxy? {
         if let proxy = found.proxy.take() { return proxy }
-        switch found.listener {
-        case .proxy:
-            preconditionFailure("SafeObserve: a proxy-table look-up returns the proxy")
+        switch found.listenerClass {
         case .observer(let observerType):
             return _ListenerClassCache.proxy(of: listener, as: observerType, create: create)
-        case .noProxy:
+        case .plain:
             return create ? _ProxyTable.insertProxy(for: listener) : nil
-        case .unknownClass:
+        case .unknown:
             return ofUnknownClass(listener, create: create)
         }
     }

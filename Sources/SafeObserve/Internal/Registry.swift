@@ -114,38 +114,19 @@ extension _Registry.State {
     /// - Complexity: O(1) expected.
     @inline(__always)
     func lookUp(_ listener: AnyObject) -> _Registry.Found {
-        switch listenerClasses.kind(of: listener) {
-        case .unknown:
-            return _Registry.Found(listener: .unknownClass)
-        case .observer(let type):
-            return _Registry.Found(listener: .observer(type))
-        case .plain:
-            let proxy = proxies.existingProxy(of: listener)
-            return _Registry.Found(proxy: proxy, listener: proxy == nil ? .noProxy : .proxy)
-        }
+        let kind = listenerClasses.kind(of: listener)
+        guard case .plain = kind else { return _Registry.Found(listenerClass: kind) }
+        return _Registry.Found(proxy: proxies.existingProxy(of: listener), listenerClass: kind)
     }
 }
 
 extension _Registry {
     /// What one look-up found: the property's channel (when a property was
-    /// looked up) and what the tables know of the listener, with its proxy
-    /// if the proxy table has it.
+    /// looked up), the listener's proxy if the proxy table has it, and what
+    /// the tables know of the listener's class.
     struct Found {
         var channel: _Channel? = nil
         var proxy: _ListenerProxy? = nil
-        var listener: _ListenerLookup
+        var listenerClass: _ListenerClass
     }
-}
-
-/// What the registry's tables know of a listener.
-enum _ListenerLookup {
-    /// It has a proxy in the proxy table (``_Registry/Found/proxy``).
-    case proxy
-    /// Its class adopts ``SafeObserver`` with this conformance: the proxy is
-    /// in its lifetime.
-    case observer(any SafeObserver.Type)
-    /// Its class does not adopt ``SafeObserver``, and it has no proxy yet.
-    case noProxy
-    /// Its class was not looked at yet (or was evicted from the cache).
-    case unknownClass
 }
