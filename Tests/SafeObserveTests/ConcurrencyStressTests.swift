@@ -721,6 +721,48 @@ struct ConcurrencyStressTests {
             _ = deliveries
         }
     }
+
+    // MARK: 8 — a derived relation ending while its links are replaced
+
+    /// A derived relation ended on one thread while another replaces the
+    /// first link of its chain (each replacement re-binds the derivation's
+    /// dependencies, making new ones on the new objects): once both have
+    /// returned, no dependency is listed on any property of any object,
+    /// whichever ran first — a re-bind racing the end must not leave one.
+    @Test func stressDerivedRelationEndedWhileLinksAreReplaced_leavesNoDependency() {
+        let replacements = 200
+        for round in 0..<StressConfig.rounds(200) {
+            let tails = [StressChainNode.chain(length: 3), StressChainNode.chain(length: 3)]
+            let root = StressChainNode()
+            root.next = tails[0]
+            let listener = StressListener()
+            let delivered = StressAtomic()
+            let token = root.safeObserve(\.next?.next?.next?.value, by: listener) { _, _, _ in delivered.add(1) }
+            let started = StressAtomic()
+            let threshold = (round * 37) % replacements
+            let shared = UncheckedSendable((root, tails))
+            stressRunConcurrently([
+                {
+                    let (root, tails) = shared.value
+                    for index in 1...replacements {
+                        started.store(index)
+                        root.next = tails[index & 1]  // the only mutator
+                    }
+                },
+                {
+                    stressSpin(until: { started.load() >= threshold })
+                    token.invalidate()
+                },
+            ])
+            #expect(!token.isActive)
+            let nodes = [root] + tails.flatMap(\.links)
+            let listed = nodes.flatMap { SafeObservation._channels(of: $0) }.reduce(0) { total, channel in
+                total + channel.state.withLock { state in state.relations.count { $0 != nil } }
+            }
+            #expect(listed == 0, "\(listed) dependencies left listed (round \(round), threshold \(threshold))")
+            withExtendedLifetime((listener, shared)) {}
+        }
+    }
 }
 
 // MARK: - Support (shared with the other stress suites)
@@ -807,6 +849,30 @@ private final class StressAtomic: Sendable {
 }
 
 /// Deinit counters.
+
+private final class StressChainNode: SafeObservable {
+    @Observed var next: StressChainNode?
+    @Observed var value = 0
+
+    /// `length` linked nodes; returns the first.
+    static func chain(length: Int) -> StressChainNode {
+        let first = StressChainNode()
+        var last = first
+        for _ in 1..<length {
+            let node = StressChainNode()
+            last.next = node
+            last = node
+        }
+        return first
+    }
+
+    /// This node and every node after it.
+    var links: [StressChainNode] {
+        var links = [self]
+        while let next = links.last!.next { links.append(next) }
+        return links
+    }
+}
 
 private final class StressObject: SafeObservable {
     @Observed var value = 0

@@ -344,6 +344,38 @@ struct DerivedKeyPathTests {
 
     // MARK: Lifetimes
 
+    /// The interleaving a re-bind racing the relation's end can produce
+    /// (the concurrency stress suite races it for real): a re-bind files a
+    /// new dependency in the derivation's state, the relation ends before
+    /// that dependency reaches its channel, and only then does the re-bind
+    /// add it. Ending must end every filed dependency, so that the channel
+    /// refuses it: otherwise it stays listed for the object's lifetime.
+    @Test func aDependencyFiledByARebind_thatTheRelationsEndOvertook_isRefusedByItsChannel() throws {
+        let person = Person(account: Account(balance: 1))
+        let listener = Listener()
+        let token = person.safeObserve(\.account.balance, by: listener) { _, _, _ in }
+        let relation = try #require(token._liveRelation as? _DerivedRelation)
+        let derivation = relation.derivation
+        // An object the derivation does not read yet, with a sentinel (as
+        // the tracked read of a re-bind would create).
+        let newcomer = Account(balance: 2)
+        newcomer.safeObserve(\.balance, by: Listener()) { _, _, _ in }.invalidate()
+        let channel = try #require(SafeObservation._channels(of: newcomer).first)
+        let dependency = _Relation(
+            keyPath: \Account.balance, objectID: ObjectIdentifier(newcomer), options: [], proxy: derivation.proxy,
+            channel: channel, isDependency: true, deliver: { _, _, _, _ in })
+        let bound = derivation.state.withLock { $0.dependencies.map { $0.channelID! } }
+        let action = derivation.state.withLock { state in
+            state.rebind(to: bound + [ObjectIdentifier(channel)], isChain: false) { _ in dependency }
+        }
+        #expect(action.added.count == 1)
+        token.invalidate()
+        #expect(!dependency.isActive, "ending the relation ends a dependency filed but not yet added")
+        #expect(!channel.add(dependency), "its channel took it: it would stay listed")
+        #expect(watchers(of: newcomer) == 0)
+        withExtendedLifetime((person, listener)) {}
+    }
+
     @Test func theRootDying_endsTheRelationAtOnce_andReleasesTheHandler() {
         let captures = LifetimeCounter()
         let people = LifetimeCounter()

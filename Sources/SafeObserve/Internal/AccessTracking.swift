@@ -43,8 +43,9 @@ struct _AccessTracker {
     /// Runs `read` while recording every `@Observed` access it makes.
     static func resolve(_ read: () -> Void) -> [_Access] {
         var tracker = _AccessTracker()
-        // Room for a short chain without regrowing.
-        tracker.accesses.reserveCapacity(4)
+        // Room for a chain of eight links without regrowing (one allocation
+        // either way).
+        tracker.accesses.reserveCapacity(8)
         let previous = _currentTracker.value
         withUnsafeMutablePointer(to: &tracker) { pointer in
             _currentTracker.value = UnsafeMutableRawPointer(pointer)

@@ -29,7 +29,8 @@
 // @unchecked Sendable: mutable state only inside `state`'s lock; the typed subclass adds immutable properties.
 class _Derivation: @unchecked Sendable {
     /// The dependency relations' proxy (so that they end like any relation),
-    /// whose listener is this derivation.
+    /// whose listener is this derivation. It files nothing: the state
+    /// machine's `dependencies` are the list, and `stop()` ends them.
     // nonisolated(unsafe), @exclusivity(unchecked): written once, by `init`
     // (the proxy needs `self`), before the derivation is shared; only read after.
     @exclusivity(unchecked) private(set) nonisolated(unsafe) var proxy: _ListenerProxy!
@@ -38,7 +39,7 @@ class _Derivation: @unchecked Sendable {
 
     @usableFromInline
     init() {
-        proxy = _ListenerProxy(listener: self)
+        proxy = _ListenerProxy(listener: self, filesRelations: false)
     }
 
     // MARK: Typed operations (overridden by `_TypedDerivation`)
@@ -88,8 +89,16 @@ class _Derivation: @unchecked Sendable {
 
     /// Stops watching (the user's relation ended). Idempotent.
     func stop() {
-        let action = state.withLock { $0.stop() }
-        proxy.removeAll(final: true)
+        // The dependencies are marked ended under the lock: a re-bind that
+        // made one moments ago then finds it ended, and its channel refuses
+        // it (`_Channel.add` checks under the channel's lock, where
+        // `detachFromObservedSide` removes it).
+        let action = state.withLock { state in
+            let action = state.stop()
+            for dependency in action.dependencies { _ = dependency.markEnded() }
+            return action
+        }
+        for dependency in action.dependencies { dependency.detachFromObservedSide() }
         // Released unlocked: an old value may be an object whose deinit runs user code.
         _ = action
     }
@@ -128,15 +137,11 @@ class _Derivation: @unchecked Sendable {
             }
         }
         for relation in action.dropped { relation.end() }
-        // One dependency per channel: the proxy never holds an active one
-        // for it already (if it did, this one would be a duplicate).
-        for relation in action.added {
-            var existing: _Relation?
-            guard proxy.insert(relation, existing: &existing), existing == nil, relation.channel?.add(relation) == true
-            else {
-                relation.end()
-                continue
-            }
+        // One dependency per channel (the state machine keeps those already
+        // bound); a channel torn down meanwhile, or a `stop()` that ended the
+        // dependency, refuses it.
+        for relation in action.added where relation.channel?.add(relation) != true {
+            relation.end()
         }
         _ = action.abandoned  // released unlocked
     }

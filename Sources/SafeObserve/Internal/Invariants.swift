@@ -66,12 +66,23 @@ extension SafeObservation {
             for case let relation? in relations where !relation._isOfDeadListener {
                 precondition(relation.isActive, "_Channel: an ended relation of a live listener is still listed")
                 precondition(
-                    relation.proxy._holds(relation), "_Channel: a listed relation is missing from its listener's proxy")
+                    relation.isDependency ? relation._isListedByItsDerivation : relation.proxy._holds(relation),
+                    "_Channel: a listed relation is missing from its listener's proxy (or derivation)")
             }
         }
     }
 
     extension _Relation {
+        /// Whether this dependency is in its derivation's list (or the
+        /// derivation is gone).
+        var _isListedByItsDerivation: Bool {
+            // unsafeDowncast: a dependency's listener is always its derivation.
+            guard let derivation = listener.load().map({ unsafeDowncast($0, to: _Derivation.self) }) else {
+                return true
+            }
+            return derivation.state.withLock { state in state.dependencies.contains { $0 === self } }
+        }
+
         /// Whether the listener died — for a dependency, the listener of the
         /// derived relation it serves (or that relation is gone).
         var _isOfDeadListener: Bool {

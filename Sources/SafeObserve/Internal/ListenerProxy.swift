@@ -106,10 +106,17 @@ final class _ListenerProxy: Sendable {
     /// ``ObserverLifetime`` or a derivation.
     let isInProxyTable: Bool
 
-    init(listener: AnyObject, isInProxyTable: Bool = false) {
+    /// Whether the proxy files its relations (a listener's proxy), or only
+    /// lends them its listener (a derivation's: its state machine lists its
+    /// dependencies, one per channel, and ends them itself; filing them
+    /// here too cost two locked table updates per dependency re-bound).
+    let filesRelations: Bool
+
+    init(listener: AnyObject, isInProxyTable: Bool = false, filesRelations: Bool = true) {
         self.listener = _UnretainedReference(listener)
         listenerID = ObjectIdentifier(listener)
         self.isInProxyTable = isInProxyTable
+        self.filesRelations = filesRelations
     }
 
     /// Takes a proxy-table proxy left with no relation out of the table, so
@@ -152,6 +159,7 @@ final class _ListenerProxy: Sendable {
     /// - Complexity: O(*k*) expected, *k* being the key paths observed on the
     ///   candidate's object.
     func insert(_ candidate: _Relation, existing: inout _Relation?) -> Bool {
+        assert(filesRelations, "_ListenerProxy: a derivation's dependencies are filed by its state machine")
         // Channels and key paths are compared by identity under the lock, and
         // derived key paths by `==` only after unlocking (see
         // `_KeyPathMatcher`). The common case — no other derived key path on
@@ -228,6 +236,7 @@ final class _ListenerProxy: Sendable {
     ///
     /// - Complexity: O(1) expected.
     func forget(_ relation: _Relation) {
+        guard filesRelations else { return }
         let released = state.withLock { state in
             state.unfile(relation)
         }
