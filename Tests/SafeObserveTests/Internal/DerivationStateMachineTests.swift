@@ -64,6 +64,29 @@ struct DerivationStateMachineTests {
         #expect(machine.dependencies.map(\.channelID) == [ids[0], ids[2]])
     }
 
+    @Test func rebind_ofAHandfulOfChannels_readingOneTwice_makesOneDependencyForIt() {
+        // Eight reads (the most the linear path takes), one channel twice.
+        let reads = [ids[0], ids[1], ids[2], ids[1], ids[3], ids[0], ids[2], ids[3]]
+        var machine = watching([ids[0]], isChain: true)
+        var made: [Int] = []
+        let action = machine.rebind(to: reads, isChain: false) { index in
+            made.append(index)
+            return Dependency(reads[index])
+        }
+        #expect(made == [1, 2, 4], "one dependency per new channel, at its first read")
+        #expect(action.dropped.isEmpty)
+        #expect(machine.dependencies.map(\.channelID) == [ids[0], ids[1], ids[2], ids[3]])
+        #expect(machine.leafChannel == nil)
+        // Shrinking to a chain of two: the others are dropped, the last read is the leaf.
+        let shrunk = machine.rebind(to: [ids[3], ids[1]], isChain: true) { _ in
+            Issue.record("nothing is new")
+            return Dependency(ids[0])
+        }
+        #expect(shrunk.dropped.map(\.channelID) == [ids[0], ids[2]])
+        #expect(machine.dependencies.map(\.channelID) == [ids[1], ids[3]])
+        #expect(machine.leafChannel == ids[1])
+    }
+
     @Test func rebind_ofManyChannels_usesSets_andKeepsOneDependencyPerChannel() {
         let many = (0..<20).map { _ in Token() }
         let manyIDs = many.map(ObjectIdentifier.init)
