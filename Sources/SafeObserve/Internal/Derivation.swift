@@ -121,14 +121,16 @@ class _Derivation: @unchecked Sendable {
         // (A chain's walk runs after a link changed: its links moved.)
         if !isKnownChain, state.withLock({ $0.isBound(exactly: channels) }) { return }
         // Outside the lock: comparing key paths may run user code.
-        let links = isKnownChain ? nil : accesses.map { ObjectIdentifier($0.wrappedKeyPath) }
-        let known = isKnownChain ? true : state.withLock { $0.isChain(links: links!) }
+        let links = accesses.lazy.map { ObjectIdentifier($0.wrappedKeyPath) }
+        let known = isKnownChain ? true : state.withLock { $0.isChain(links: links) }
         let isChain = known ?? _KeyPathShape.isChain(anyKeyPath, readAs: accesses)
         let layout = known == nil && isChain ? _ChainLayout(reads: accesses, root: root, valueType: valueType) : nil
+        // Only a shape found now is remembered (then the links are copied).
+        let newShape = known == nil ? Array(links) : nil
         let action = state.withLock { state in
             state.rebind(
                 toChannels: accesses.count, at: { ObjectIdentifier(accesses[$0].channel) }, isChain: isChain,
-                links: known == nil ? links : nil,
+                links: newShape,
                 layout: layout
             ) { index in
                 let isLeaf = isChain && index == accesses.count - 1

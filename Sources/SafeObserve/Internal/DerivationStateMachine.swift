@@ -308,8 +308,8 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
 
     /// Whether the links `links` were found to be a chain before (`nil`:
     /// not checked for these links).
-    func isChain(links: [ObjectIdentifier]) -> Bool? {
-        knownShape.flatMap { $0.links == links ? $0.isChain : nil }
+    func isChain(links: some Collection<ObjectIdentifier>) -> Bool? {
+        knownShape.flatMap { $0.links.elementsEqual(links) ? $0.isChain : nil }
     }
 
     // MARK: Invariants
