@@ -179,9 +179,18 @@ enum _SafeObserveRegistration {
         to channel: consuming _Channel, proxy: consuming _ListenerProxy, isDistinct: Bool
     ) -> (token: ObservationToken, deliversInitial: Bool)? {
         // Built before the proxy's lock is taken, and dropped on a dedupe hit.
-        let relation = _Relation(
-            keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
-            channel: channel, isDistinct: isDistinct, deliver: deliver)
+        file(
+            _Relation(
+                keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
+                channel: channel, isDistinct: isDistinct, deliver: deliver))
+    }
+
+    /// Files `relation`, just made for a single `@Observed` property, with
+    /// its listener's proxy (or finds the active relation it duplicates) and
+    /// its channel.
+    @inline(__always)
+    private static func file(_ relation: _Relation) -> (token: ObservationToken, deliversInitial: Bool)? {
+        let options = relation.options
         var existing: _Relation?
         guard relation.proxy.insert(relation, existing: &existing) else {
             return listenerIsAlive(relation.listener.load()) ? nil : (ObservationToken(inertWith: options), false)
