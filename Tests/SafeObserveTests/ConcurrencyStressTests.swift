@@ -850,6 +850,7 @@ private final class StressAtomic: Sendable {
 
 /// Deinit counters.
 
+/// A link of the chains the derived-relation stress test re-binds.
 private final class StressChainNode: SafeObservable {
     @Observed var next: StressChainNode?
     @Observed var value = 0
