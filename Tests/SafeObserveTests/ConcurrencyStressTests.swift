@@ -763,6 +763,53 @@ struct ConcurrencyStressTests {
             withExtendedLifetime((listener, shared)) {}
         }
     }
+
+    // MARK: 9 — a KeyValueObservation ended on another thread
+
+    /// KVO-style code ends an observation by invalidating it or by dropping
+    /// it (`observation = nil`), often on another thread than the one
+    /// changing the object: once either returns, no later change reaches the
+    /// handler (only the one in flight may), and the handler is released.
+    @Test func stressKeyValueObservationEndedDuringHeavyEmission_stopsEveryLaterChange() {
+        let changes = 3_000
+        for round in 0..<StressConfig.rounds(100) {
+            let object = StressObject()
+            let captures = LifetimeCounter()
+            let started = StressAtomic()
+            let maxDelivered = StressAtomic()
+            let captured = Captured(captures)
+            let kept = StressObservationSlot(
+                object.observe(\.value, options: .new) { _, change in
+                    _ = captured
+                    maxDelivered.storeMax(change.newValue!)
+                })
+            _ = consume captured
+            let threshold = 10 + (round * 97) % 900
+            let isReleased = round % 2 == 0
+            let endedAt = StressAtomic()
+            let shared = UncheckedSendable(object)
+            stressRunConcurrently([
+                {
+                    for value in 1...changes {
+                        started.store(value)
+                        shared.value.value = value  // the only mutator
+                    }
+                },
+                {
+                    stressSpin(until: { started.load() >= threshold })
+                    if isReleased { kept.release() } else { kept.invalidate() }
+                    endedAt.store(started.load())
+                },
+            ])
+            let limit = endedAt.load()
+            #expect(
+                maxDelivered.load() <= limit + 1,
+                "change \(maxDelivered.load()) delivered after the observation ended at \(limit) (round \(round))")
+            kept.release()
+            #expect(settles { captures.liveCount == 0 }, "the handler leaked (round \(round))")
+            #expect(SafeObservation.relations(of: object).isEmpty)
+        }
+    }
 }
 
 // MARK: - Support (shared with the other stress suites)
@@ -849,6 +896,21 @@ private final class StressAtomic: Sendable {
 }
 
 /// Deinit counters.
+
+/// Holds a `KeyValueObservation` that another thread ends.
+private final class StressObservationSlot: Sendable {
+    private let slot: _Mutex<KeyValueObservation?>
+    init(_ observation: KeyValueObservation) { slot = _Mutex(observation) }
+    func invalidate() { slot.withLock { $0 }?.invalidate() }
+    /// Drops the observation: its `deinit` runs here, after unlocking.
+    func release() {
+        let observation = slot.withLock { slot in
+            defer { slot = nil }
+            return slot
+        }
+        _ = consume observation
+    }
+}
 
 /// A link of the chains the derived-relation stress test re-binds.
 private final class StressChainNode: SafeObservable {
