@@ -4,7 +4,9 @@
 /// A proxy lives in the listener's ``ObserverLifetime`` (listeners adopting
 /// ``SafeObserver``, torn down inside their own `deinit`) or in the global
 /// ``_ProxyTable`` (any other class, torn down by the sweep, by the next change
-/// that reaches a dead listener, or by the observed object's death).
+/// that reaches a dead listener, or by the observed object's death). A
+/// derivation has one too, for its dependencies' listener reference only:
+/// it files none of them (see ``filesRelations``).
 final class _ListenerProxy: Sendable {
     struct State {
         /// Active relations: a single property's under its observed object, a

@@ -82,7 +82,9 @@ class _Relation: @unchecked Sendable {
     final let listener: _ListenerHandle
     /// The listener's side. Strong: the proxy holds its active relations and a
     /// relation its proxy, a cycle that every way a relation ends breaks
-    /// (removal, either side's teardown, the sweeps).
+    /// (removal, either side's teardown, the sweeps). A derivation's proxy
+    /// holds none of its dependencies (``_ListenerProxy/filesRelations``):
+    /// for them it only keeps the derivation's allocation.
     final let proxy: _ListenerProxy
     /// Whether this relation is one of a derivation's dependencies (internal:
     /// its listener is the derivation, and introspection does not list it).
