@@ -130,22 +130,11 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
         return withUnsafeTemporaryAllocation(of: ObjectIdentifier.self, capacity: 8) { buffer in
             for index in 0..<count { buffer.initializeElement(at: index, to: channel(index)) }
             let wanted = UnsafeBufferPointer(rebasing: buffer[..<count])
-            var action = RebindAction()
-            // At most every dependency dropped and every channel added: one allocation.
-            action.changed.reserveCapacity(dependencies.count + count)
-            dependencies.removeAll { dependency in
-                let stays = dependency.channelID.map { wanted.contains($0) } ?? false
-                if !stays { action.changed.append(dependency) }
-                return !stays
-            }
-            action.droppedCount = action.changed.count
-            if action.droppedCount > 0 { action.abandoned = abandonPendingOld(of: action.changed) }
+            var action = dropDependencies(keeping: { wanted.contains($0) }, adding: count)
             for index in 0..<count {
                 let id = wanted[index]
                 guard !dependencies.contains(where: { $0.channelID == id }) else { continue }
-                let dependency = makeDependency(index)
-                dependencies.append(dependency)
-                action.changed.append(dependency)
+                bind(makeDependency(index), into: &action)
             }
             leafChannel = isChain && count > 0 ? wanted[count - 1] : nil
             return action
@@ -158,25 +147,40 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
         toChannels count: Int, at channel: (Int) -> ObjectIdentifier, isChain: Bool,
         makeDependency: (Int) -> Dependency
     ) -> RebindAction {
+        let wanted = Set((0..<count).map(channel))
+        var action = dropDependencies(keeping: { wanted.contains($0) }, adding: count)
+        var bound = Set(dependencies.lazy.compactMap(\.channelID))
+        for index in 0..<count {
+            guard bound.insert(channel(index)).inserted else { continue }
+            bind(makeDependency(index), into: &action)
+        }
+        leafChannel = isChain && count > 0 ? channel(count - 1) : nil
+        return action
+    }
+
+    /// The first half of a re-bind: drops every dependency whose channel is
+    /// not `keeping`'s, with the old values waiting for it, into a new
+    /// action with room for `count` dependencies more (one allocation).
+    @inline(__always)
+    private mutating func dropDependencies(keeping: (ObjectIdentifier) -> Bool, adding count: Int) -> RebindAction {
         var action = RebindAction()
         action.changed.reserveCapacity(dependencies.count + count)
-        let wanted = Set((0..<count).map(channel))
         dependencies.removeAll { dependency in
-            let stays = dependency.channelID.map { wanted.contains($0) } ?? false
+            let stays = dependency.channelID.map(keeping) ?? false
             if !stays { action.changed.append(dependency) }
             return !stays
         }
         action.droppedCount = action.changed.count
         if action.droppedCount > 0 { action.abandoned = abandonPendingOld(of: action.changed) }
-        var bound = Set(dependencies.lazy.compactMap(\.channelID))
-        for index in 0..<count {
-            guard bound.insert(channel(index)).inserted else { continue }
-            let dependency = makeDependency(index)
-            dependencies.append(dependency)
-            action.changed.append(dependency)
-        }
-        leafChannel = isChain && count > 0 ? channel(count - 1) : nil
         return action
+    }
+
+    /// The second half of a re-bind: keeps the new `dependency`, and tells
+    /// `action` to attach it.
+    @inline(__always)
+    private mutating func bind(_ dependency: Dependency, into action: inout RebindAction) {
+        dependencies.append(dependency)
+        action.changed.append(dependency)
     }
 
     /// The user's relation and root, for a transition whose action needs
