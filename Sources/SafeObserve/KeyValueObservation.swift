@@ -26,14 +26,34 @@
 ///   observation; end an observation through it, never through that
 ///   listener.
 public final class KeyValueObservation: Sendable {
-    @usableFromInline let token: ObservationToken
+    /// The relation, never retained (`nil` if the registration was refused):
+    /// the observation keeps neither the relation nor its handler alive, only
+    /// the relation's allocation, for `handle`.
+    private let relation: _RelationReference?
+    /// What the relation is loaded through (see ``_UnretainedHandle``).
+    private let handle: _UnretainedHandle?
 
+    @usableFromInline init(_ relation: _Relation?) {
+        let reference = relation.map(_RelationReference.init)
+        self.relation = reference
+        handle = reference.map { _UnretainedHandle($0.reference) }
+    }
+
+    /// An observation of the relation `token` refers to.
     @usableFromInline init(_ token: ObservationToken) {
-        self.token = token
+        relation = token._relation
+        handle = token._relation.map { _UnretainedHandle($0.reference) }
+    }
+
+    /// The relation unless its deinitialization began.
+    @inline(__always)
+    private func load() -> _Relation? {
+        // unsafeDowncast: `handle` is made from the relation's reference.
+        handle?.load().map { unsafeDowncast($0, to: _Relation.self) }
     }
 
     deinit {
-        token.invalidate()
+        load()?.end()
     }
 
     /// Stops observing: the handler never runs again and is released.
@@ -43,7 +63,7 @@ public final class KeyValueObservation: Sendable {
     /// observation.invalidate()
     /// ```
     public func invalidate() {
-        token.invalidate()
+        load()?.end()
     }
 
     /// Whether the handler still runs: `false` once the observation was
@@ -52,7 +72,7 @@ public final class KeyValueObservation: Sendable {
     /// ```swift
     /// assert(!observation.isActive)   // after invalidate()
     /// ```
-    public var isActive: Bool { token.isActive }
+    public var isActive: Bool { load()?.isLive ?? false }
 }
 
 extension SafeObservable {
@@ -103,11 +123,11 @@ extension SafeObservable {
                     changeHandler(object, change)
                 })
         }
-        let (token, deliversInitial) = _register(
+        let registered = _registerRelation(
             keyPath, by: listener, listenerType: KeyValueObservation.self, options: options,
             deliver: _makeDeliver(options, unisolatedObjectHandler: changeHandler), isDistinct: true)
-        let observation = KeyValueObservation(token)
-        if deliversInitial {
+        let observation = KeyValueObservation(registered.relation)
+        if registered.deliversInitial {
             changeHandler(self, ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true))
         }
         return observation
@@ -117,9 +137,12 @@ extension SafeObservable {
 /// The listener of every ``KeyValueObservation``'s relation. It never dies,
 /// so a relation ends only when its observation is invalidated or
 /// deinitialized (which both invalidate the token) or its object dies.
+///
+/// A plain listener, not a ``SafeObserver``: its proxy is found in the
+/// registry's table in the same look-up as the observed property's channel,
+/// without reading an `observerLifetime`.
 @usableFromInline
-final class _KeyValueObservationListener: SafeObserver, Sendable {
+final class _KeyValueObservationListener: Sendable {
     @usableFromInline static let shared = _KeyValueObservationListener()
-    @usableFromInline let observerLifetime = ObserverLifetime()
     private init() {}
 }

@@ -208,26 +208,45 @@ extension SafeObservable {
         _SafeObserveRegistration.register(
             self, keyPath: keyPath, listener: listener, options: options, deliver: deliver,
             types: (Self.self, Value.self, listenerType), isDistinct: isDistinct,
-            typed: { step in
-                switch step {
-                case .read:
-                    _ = self[keyPath: keyPath]
-                    return nil
-                case .makeDerivation:
-                    return _TypedDerivation(keyPath: keyPath) { newAddress, new, old, body in
-                        // Values evaluated from `keyPath`, or read from the storage
-                        // of a chain's last link: `Value`s either way.
-                        withUnsafePointer(
-                            to: ObservedChange(
-                                newValue: newAddress.map { $0.load(as: Value.self) } ?? new.map { $0 as! Value },
-                                oldValue: old.map { $0 as! Value })
-                        ) { body($0) }
-                    }
-                case .checkSettable:
-                    return keyPath is ReferenceWritableKeyPath<Self, Value> ? keyPath : nil
-                }
+            typed: { _performTypedStep($0, keyPath) })
+    }
+
+    /// ``_register(_:by:listenerType:options:deliver:isDistinct:)`` returning
+    /// the relation itself (`nil` if the registration was refused).
+    @inlinable
+    func _registerRelation<Value>(
+        _ keyPath: KeyPath<Self, Value>, by listener: AnyObject, listenerType: Any.Type, options: ObservationOptions,
+        deliver: @escaping _Deliver, isDistinct: Bool = false
+    ) -> _Registered {
+        _SafeObserveRegistration.registerRelation(
+            self, keyPath: keyPath, listener: listener, options: options, deliver: deliver,
+            types: (Self.self, Value.self, listenerType), isDistinct: isDistinct,
+            typed: { _performTypedStep($0, keyPath) })
+    }
+
+    /// Does what registration asks of the concrete types (see
+    /// ``_SafeObserveRegistration/_TypedStep``).
+    @inlinable
+    func _performTypedStep<Value>(_ step: _SafeObserveRegistration._TypedStep, _ keyPath: KeyPath<Self, Value>)
+        -> AnyObject?
+    {
+        switch step {
+        case .read:
+            _ = self[keyPath: keyPath]
+            return nil
+        case .makeDerivation:
+            return _TypedDerivation(keyPath: keyPath) { newAddress, new, old, body in
+                // Values evaluated from `keyPath`, or read from the storage
+                // of a chain's last link: `Value`s either way.
+                withUnsafePointer(
+                    to: ObservedChange(
+                        newValue: newAddress.map { $0.load(as: Value.self) } ?? new.map { $0 as! Value },
+                        oldValue: old.map { $0 as! Value })
+                ) { body($0) }
             }
-        )
+        case .checkSettable:
+            return keyPath is ReferenceWritableKeyPath<Self, Value> ? keyPath : nil
+        }
     }
 
     /// Stops `listener` observing `keyPath` on this object.

@@ -810,6 +810,38 @@ struct ConcurrencyStressTests {
             #expect(SafeObservation.relations(of: object).isEmpty)
         }
     }
+
+    /// Every ``KeyValueObservation``'s relation has one shared internal
+    /// listener, whose bookkeeping (its proxy) is dropped each time every
+    /// object observed through it has died. Two threads observe objects that
+    /// die right after, so that drop keeps racing with the other thread's
+    /// registrations: none may be lost (each delivers its change and ends
+    /// with its object), and every handler is released.
+    @Test func stressKeyValueObservationsMadeWhileTheSharedListenersProxyRetires_areNeverLost() {
+        let perThread = StressConfig.rounds(3_000)
+        let captures = LifetimeCounter()
+        let undelivered = StressAtomic()
+        let outlived = StressAtomic()
+        let body: @Sendable () -> Void = {
+            for _ in 0..<perThread {
+                let received = StressAtomic()
+                let captured = Captured(captures)
+                var object: StressObject? = StressObject()
+                let observation = object!.observe(\.value, options: .new) { _, _ in
+                    _ = captured
+                    received.add(1)
+                }
+                object!.value = 1
+                if received.load() != 1 { undelivered.add(1) }
+                object = nil  // its relation ends; the shared proxy may retire
+                if observation.isActive { outlived.add(1) }
+            }
+        }
+        stressRunConcurrently([body, body])
+        #expect(undelivered.load() == 0, "\(undelivered.load()) observations never delivered")
+        #expect(outlived.load() == 0, "\(outlived.load()) observations outlived their object")
+        #expect(settles { captures.liveCount == 0 }, "handlers leaked")
+    }
 }
 
 // MARK: - Support (shared with the other stress suites)

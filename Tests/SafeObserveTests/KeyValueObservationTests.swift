@@ -129,6 +129,27 @@ struct KeyValueObservationTests {
         observation.invalidate()  // after the object died: harmless
     }
 
+    /// Every observation's relation has one shared internal listener, whose
+    /// bookkeeping is dropped when all the objects it observed died (unless
+    /// a test running meanwhile observes too); an observation made after
+    /// that works as the first one did.
+    @Test func observationsMadeAfterEveryObservedObjectDied_deliverAsTheFirstDid() {
+        for round in 0..<3 {
+            let received = Atomic<Int>(0)
+            var observations: [KeyValueObservation] = []
+            var counters: [Counter] = (0..<4).map { _ in Counter() }
+            for counter in counters {
+                observations.append(
+                    counter.observe(\.count, options: [.new]) { _, _ in received.add(1, ordering: .relaxed) })
+            }
+            for counter in counters { counter.count += 1 }
+            #expect(received.load(ordering: .relaxed) == 4, "round \(round)")
+            counters = []  // every observed object dies: every relation ends
+            #expect(observations.allSatisfy { !$0.isActive }, "round \(round)")
+            observations = []  // ending ended relations: nothing to do
+        }
+    }
+
     @Test func dottedOptionalAndComputedKeyPaths() {
         let person = Person()
         let names = _Mutex<[String]>([])

@@ -6,6 +6,16 @@ import Synchronization
     let _generalResolutions = Atomic<Int>(0)
 #endif
 
+/// What a registration produced.
+@usableFromInline
+struct _Registered {
+    /// The relation registered, or the active one it duplicates; `nil` when
+    /// the registration was refused (already reported).
+    @usableFromInline let relation: _Relation?
+    /// Whether the caller must deliver `.initial`.
+    @usableFromInline let deliversInitial: Bool
+}
+
 /// What `safeObserve` does once its generic parts are specialized away.
 ///
 /// Not generic on purpose: the public entry point is `@inlinable` and builds
@@ -53,7 +63,34 @@ enum _SafeObserveRegistration {
         isDistinct: Bool = false,
         typed: (_TypedStep) -> AnyObject?
     ) -> (token: ObservationToken, deliversInitial: Bool) {
-        var inert: (ObservationToken, Bool) { (ObservationToken(inertWith: options), false) }
+        let registered = registerRelation(
+            object, keyPath: keyPath, listener: listener, options: options, deliver: deliver, types: types,
+            isDistinct: isDistinct, typed: typed)
+        guard let relation = registered.relation else { return (ObservationToken(inertWith: options), false) }
+        return (ObservationToken(relation), registered.deliversInitial)
+    }
+
+    /// ``register(_:keyPath:listener:options:deliver:types:isDistinct:typed:)``
+    /// returning the relation, not a token: what a ``KeyValueObservation``
+    /// keeps is a reference to it, so a token would be built and dropped for
+    /// nothing.
+    ///
+    /// - Returns: The relation registered, or the active one it duplicates
+    ///   (`nil` if the registration was refused), and whether the caller must
+    ///   deliver `.initial`.
+    @usableFromInline
+    @inline(__always)
+    static func registerRelation(
+        _ object: AnyObject,
+        keyPath: AnyKeyPath,
+        listener: AnyObject,
+        options: ObservationOptions,
+        deliver: @escaping _Deliver,
+        types: (root: Any.Type, value: Any.Type, listener: Any.Type),
+        isDistinct: Bool = false,
+        typed: (_TypedStep) -> AnyObject?
+    ) -> _Registered {
+        let inert = _Registered(relation: nil, deliversInitial: false)
         if _swift_isDeallocating(object) {
             _Diagnostics.reportProgrammerError(
                 "SafeObserve: cannot observe \(describe(keyPath, types)) on \(types.root) "
@@ -92,8 +129,8 @@ enum _SafeObserveRegistration {
         types: (root: Any.Type, value: Any.Type, listener: Any.Type),
         isDistinct: Bool,
         typed: (_TypedStep) -> AnyObject?
-    ) -> (token: ObservationToken, deliversInitial: Bool)? {
-        var inert: (ObservationToken, Bool) { (ObservationToken(inertWith: options), false) }
+    ) -> _Registered? {
+        let inert = _Registered(relation: nil, deliversInitial: false)
         // The common case first, exactly as if derived key paths did not
         // exist: a key path already known to be one @Observed property.
         if let found = _Registry.lookUp(keyPath, on: object, listener: listener) {
@@ -128,7 +165,7 @@ enum _SafeObserveRegistration {
     private static func registerEqualKeyPath(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ listener: AnyObject, _ options: ObservationOptions,
         _ deliver: @escaping _Deliver, _ isDistinct: Bool
-    ) -> (token: ObservationToken, deliversInitial: Bool)?? {
+    ) -> _Registered?? {
         guard let field = _KeyPathResolutionCache.sentinelField(equalTo: keyPath) else { return nil }
         let found = _Registry.withLock { $0.lookUp(field, on: object, listener: listener) }
         return .some(
@@ -141,11 +178,11 @@ enum _SafeObserveRegistration {
     private static func attach(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
         listener: AnyObject, found: consuming _Registry.Found, isDistinct: Bool
-    ) -> (token: ObservationToken, deliversInitial: Bool)? {
+    ) -> _Registered? {
         guard let channel = found.channel.take(),
             let proxy = _ListenerProxy.of(listener, create: true, found: found)
         else {
-            return (ObservationToken(inertWith: options), false)
+            return _Registered(relation: nil, deliversInitial: false)
         }
         return attach(object, keyPath, options, deliver, to: channel, proxy: proxy, isDistinct: isDistinct)
     }
@@ -156,20 +193,20 @@ enum _SafeObserveRegistration {
     private static func registerDerived(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ listener: AnyObject, _ options: ObservationOptions,
         _ deliver: @escaping _Deliver, _ derivation: _Derivation, _ accesses: [_Access], _ isDistinct: Bool
-    ) -> (token: ObservationToken, deliversInitial: Bool)? {
+    ) -> _Registered? {
         guard let proxy = _ListenerProxy.of(listener, create: true) else {
-            return (ObservationToken(inertWith: options), false)
+            return _Registered(relation: nil, deliversInitial: false)
         }
         let candidate = _DerivedRelation(
             keyPath: keyPath, objectID: ObjectIdentifier(object), options: options, proxy: proxy,
             derivation: derivation, isDistinct: isDistinct, deliver: deliver)
         var existing: _Relation?
         guard proxy.insert(candidate, existing: &existing) else {
-            return listenerIsAlive(listener) ? nil : (ObservationToken(inertWith: options), false)
+            return listenerIsAlive(listener) ? nil : _Registered(relation: nil, deliversInitial: false)
         }
-        if let existing { return (ObservationToken(existing), false) }
+        if let existing { return _Registered(relation: existing, deliversInitial: false) }
         derivation.start(relation: candidate, root: object, accesses: accesses)
-        return (ObservationToken(candidate), options.contains(.initial) && candidate.isActive)
+        return _Registered(relation: candidate, deliversInitial: options.contains(.initial) && candidate.isActive)
     }
 
     /// Registers the listener of `proxy` on `channel` (a single `@Observed`
@@ -177,7 +214,7 @@ enum _SafeObserveRegistration {
     private static func attach(
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ options: ObservationOptions, _ deliver: @escaping _Deliver,
         to channel: consuming _Channel, proxy: consuming _ListenerProxy, isDistinct: Bool
-    ) -> (token: ObservationToken, deliversInitial: Bool)? {
+    ) -> _Registered? {
         // Built before the proxy's lock is taken, and dropped on a dedupe hit.
         file(
             _Relation(
@@ -189,20 +226,19 @@ enum _SafeObserveRegistration {
     /// its listener's proxy (or finds the active relation it duplicates) and
     /// its channel.
     @inline(__always)
-    private static func file(_ relation: _Relation) -> (token: ObservationToken, deliversInitial: Bool)? {
-        let options = relation.options
+    private static func file(_ relation: _Relation) -> _Registered? {
         var existing: _Relation?
         guard relation.proxy.insert(relation, existing: &existing) else {
-            return listenerIsAlive(relation.listener.load()) ? nil : (ObservationToken(inertWith: options), false)
+            return listenerIsAlive(relation.listener.load()) ? nil : _Registered(relation: nil, deliversInitial: false)
         }
-        if let existing { return (ObservationToken(existing), false) }
-        let token = ObservationToken(relation)
+        if let existing { return _Registered(relation: existing, deliversInitial: false) }
         // Unwrapped: a relation made with a channel keeps it.
         guard relation.channel.unsafelyUnwrapped.add(relation) else {
             relation.end()
-            return (token, false)
+            return _Registered(relation: relation, deliversInitial: false)
         }
-        return (token, options.contains(.initial) && relation.isActive)
+        return _Registered(
+            relation: relation, deliversInitial: relation.options.contains(.initial) && relation.isActive)
     }
 
     /// After a proxy refused a relation: whether that is because the proxy

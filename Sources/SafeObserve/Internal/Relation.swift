@@ -63,6 +63,7 @@ struct _RelationReference: Sendable {
 /// never keeps a relation alive.
 // @unchecked Sendable: every stored property is immutable or atomic, except
 // `slot` (only touched under the channel's lock).
+@usableFromInline
 class _Relation: @unchecked Sendable {
     /// The relation's identity for tokens: unique for the life of the process.
     final let id = _nextRelationID.wrappingAdd(1, ordering: .relaxed).oldValue
@@ -79,7 +80,7 @@ class _Relation: @unchecked Sendable {
     final let tableKey: ObjectIdentifier
     /// The listener, never retained (probed with `swift_tryRetain`). Its
     /// allocation is kept by `proxy`'s reference to it.
-    final let listener: _ListenerHandle
+    final let listener: _UnretainedHandle
     /// The listener's side. Strong: the proxy holds its active relations and a
     /// relation its proxy, a cycle that every way a relation ends breaks
     /// (removal, either side's teardown, the sweeps). A derivation's proxy
@@ -138,7 +139,7 @@ class _Relation: @unchecked Sendable {
         self.options = options
         self.keyPath = keyPath
         self.objectID = objectID
-        self.listener = _ListenerHandle(proxy.listener)
+        self.listener = _UnretainedHandle(proxy.listener)
         self.proxy = proxy
         self.channel = channel
     }

@@ -100,7 +100,7 @@ internal import CSafeObserveRuntime
 
     /// A relation's reference to its listener (see the native variant): here,
     /// a copy of the proxy's weak reference.
-    typealias _ListenerHandle = _UnretainedReference
+    typealias _UnretainedHandle = _UnretainedReference
 
     extension _UnretainedReference {
         init(_ reference: _UnretainedReference) { self = reference }
@@ -177,14 +177,17 @@ internal import CSafeObserveRuntime
 
         /// `reference.load()`.
         @inline(__always)
-        func load(_ reference: _ListenerHandle) -> AnyObject? { reference.load() }
+        func load(_ reference: _UnretainedHandle) -> AnyObject? { reference.load() }
     }
 
-    /// A relation's reference to its listener: only the address, probed with
-    /// the runtime like an ``_UnretainedReference``, so copying it costs
-    /// nothing. Valid while an `_UnretainedReference` to the same object keeps
-    /// its allocation: the listener's proxy's, which every relation holds.
-    struct _ListenerHandle: @unchecked Sendable {
+    /// An object's address, probed with the runtime like an
+    /// ``_UnretainedReference``, so copying it costs nothing (copying an
+    /// unowned reference counts its allocation once more, and back). Valid
+    /// while an `_UnretainedReference` to the same object keeps its
+    /// allocation: a relation's listener is kept by the listener's proxy's,
+    /// which every relation holds; a ``KeyValueObservation``'s relation by
+    /// the observation's own.
+    struct _UnretainedHandle: @unchecked Sendable {
         // @unchecked Sendable: an immutable address, only passed to the runtime's atomic probes.
         let address: UnsafeMutableRawPointer
 
@@ -231,7 +234,7 @@ internal import CSafeObserveRuntime
         /// A strong reference unless deinitialization began. Call it outside
         /// locks: dropping the result may run the object's deinit.
         @inline(__always)
-        func load() -> AnyObject? { _ListenerHandle(self).load() }
+        func load() -> AnyObject? { _UnretainedHandle(self).load() }
 
         /// Whether deinitialization began. Never retains: safe under locks.
         var isGone: Bool { swift_isDeallocating(address) }
