@@ -79,6 +79,24 @@ public func blackHole<T>(_ value: T) {
 
 // MARK: - Fixtures
 
+/// The smallest object holding one reference: what "one allocation" costs.
+public final class OneAllocation: Sendable {
+    /// The reference it holds.
+    public let reference: AnyObject & Sendable
+    /// Creates an object holding `reference`.
+    public init(_ reference: AnyObject & Sendable) { self.reference = reference }
+}
+
+/// What KVO-style code keeps its observation in: a property of an object.
+public final class ObservationOwner: @unchecked Sendable {  // @unchecked: one thread at a time touches it
+    /// The observation this owner keeps alive.
+    public var observation: KeyValueObservation?
+    /// An object this owner keeps alive (a bound's one allocation).
+    public var allocation: OneAllocation?
+    /// Creates an owner with no observation.
+    public init() {}
+}
+
 /// The observed model.
 public final class SafeModel: SafeObservable {
     /// The observed property.
@@ -732,6 +750,60 @@ public enum Scenarios {
             }
             blackHole(total)
         },
+        // What a KVO-shaped handler is compared with: its handler has no
+        // listener parameter, so it captures what it uses, like this one.
+        Scenario(
+            operation: "add + remove", peer: "SafeObserve (token.invalidate), capturing handler",
+            operationsPerIteration: 1
+        ) { n in
+            let model = SafeModel()
+            let sink = Sink()
+            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()
+            measure(n) { n in
+                for _ in 0..<n {
+                    model.safeObserve(\.value, by: sink) { _, _, change in sink.add(change.newValue!) }.invalidate()
+                }
+            }
+            blackHole(sink)
+        },
+        // Issue 17's bounds for a KeyValueObservation: a token-based add +
+        // remove plus one allocation of a small object kept in a property
+        // (replaced each time), with a handler capturing nothing and with one
+        // capturing the sink.
+        Scenario(
+            operation: "add + remove", peer: "bound: token.invalidate + one allocation", operationsPerIteration: 1
+        ) { n in
+            let model = SafeModel()
+            let sink = Sink()
+            let owner = ObservationOwner()
+            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()
+            owner.allocation = OneAllocation(sink)
+            measure(n) { n in
+                for _ in 0..<n {
+                    model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+                        .invalidate()
+                    owner.allocation = OneAllocation(sink)
+                }
+            }
+            blackHole((sink, owner))
+        },
+        Scenario(
+            operation: "add + remove",
+            peer: "bound: capturing handler's token + one allocation", operationsPerIteration: 1
+        ) { n in
+            let model = SafeModel()
+            let sink = Sink()
+            let owner = ObservationOwner()
+            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()
+            owner.allocation = OneAllocation(sink)
+            measure(n) { n in
+                for _ in 0..<n {
+                    model.safeObserve(\.value, by: sink) { _, _, change in sink.add(change.newValue!) }.invalidate()
+                    owner.allocation = OneAllocation(sink)
+                }
+            }
+            blackHole((sink, owner))
+        },
         // Issue 17: KVO's shape, an observation object owning the relation.
         Scenario(
             operation: "add + remove", peer: "SafeObserve, KeyValueObservation (observe + invalidate)",
@@ -748,22 +820,50 @@ public enum Scenarios {
             }
             blackHole(sink)
         },
-        // KVO code mostly ends an observation by releasing it (`observation = nil`).
+        // KVO code mostly keeps an observation in a property and ends it by
+        // releasing it (`self.observation = nil`): stored there, the
+        // observation is a heap object, never promoted to the stack. Released
+        // before the next one is made, as every add + remove row leaves no
+        // other relation on the property.
         Scenario(
             operation: "add + remove", peer: "SafeObserve, KeyValueObservation (observe + release)",
             operationsPerIteration: 1
         ) { n in
             let model = SafeModel()
             let sink = Sink()
-            _ = model.observe(\.value, options: .new, isolation: nil) { _, _ in }
+            let owner = ObservationOwner()
+            owner.observation = model.observe(\.value, options: .new, isolation: nil) { _, _ in }
+            owner.observation = nil
             measure(n) { n in
                 for _ in 0..<n {
-                    blackHole(
-                        model.observe(\.value, options: .new, isolation: nil) { _, change in sink.add(change.newValue!)
-                        })
+                    owner.observation = model.observe(\.value, options: .new, isolation: nil) { _, change in
+                        sink.add(change.newValue!)
+                    }
+                    owner.observation = nil
                 }
             }
-            blackHole(sink)
+            blackHole((sink, owner))
+        },
+        // The same with a handler that uses only its arguments, as the token
+        // rows' handlers do: no closure context is allocated.
+        Scenario(
+            operation: "add + remove",
+            peer: "SafeObserve, KeyValueObservation (release), non-capturing",
+            operationsPerIteration: 1
+        ) { n in
+            let model = SafeModel()
+            let owner = ObservationOwner()
+            owner.observation = model.observe(\.value, options: .new, isolation: nil) { _, _ in }
+            owner.observation = nil
+            measure(n) { n in
+                for _ in 0..<n {
+                    owner.observation = model.observe(\.value, options: .new, isolation: nil) { _, change in
+                        blackHole(change.newValue!)
+                    }
+                    owner.observation = nil
+                }
+            }
+            blackHole(owner)
         },
         Scenario(operation: "add + remove", peer: "SafeObserve, SafeObserver listener", operationsPerIteration: 1) {
             n in
