@@ -84,7 +84,7 @@ func escaped(_ text: String) -> String {
 }
 func color(_ row: Row) -> String {
     if row.peer.hasPrefix("SafeObserve") { return "#d9480f" }
-    if row.peer.contains("floor") { return "#adb5bd" }
+    if row.peer.contains("floor") || row.peer.hasPrefix("bound:") { return "#adb5bd" }
     return "#495057"
 }
 
@@ -131,7 +131,7 @@ print(
     <rect x="108" y="42" width="10" height="10" fill="#495057"/>\
     <text x="122" y="51" font-size="11">peer</text>
     <rect x="168" y="42" width="10" height="10" fill="#adb5bd"/>\
-    <text x="182" y="51" font-size="11">floor (the cost of the bare mechanism)</text>
+    <text x="182" y="51" font-size="11">floor (the bare mechanism) or bound (a target)</text>
     \((grid + body).joined(separator: "\n"))
     </svg>
     """)
