@@ -150,6 +150,38 @@ struct KeyValueObservationTests {
         }
     }
 
+    /// Observing an object from inside its own `deinit` is refused, and
+    /// reported naming the type: the observation is inert (never active,
+    /// never called, `.initial` included) and safe to invalidate and release.
+    @Test func observingAnObjectFromItsOwnDeinit_returnsAnInertObservation() {
+        let messages = EventLog()
+        let calls = Atomic<Int>(0)
+        let kept = _Mutex<KeyValueObservation?>(nil)
+        var object: ObservesItselfInDeinit? = ObservesItselfInDeinit { object in
+            let observation = object.observe(\.count, options: [.new, .initial]) { _, _ in
+                calls.add(1, ordering: .relaxed)
+            }
+            kept.withLock { $0 = observation }
+            object.count = 1
+        }
+        // Observed once already: its bookkeeping exists when it dies.
+        object!.observe(\.count) { _, _ in }.invalidate()
+        _Diagnostics.withHandler {
+            messages.record($0)
+        } body: {
+            object = nil
+        }
+        let observation = kept.withLock { $0 }
+        #expect(observation?.isActive == false)
+        #expect(calls.load(ordering: .relaxed) == 0)
+        #expect(messages.entries.count == 1)
+        #expect(messages.entries.first?.contains("ObservesItselfInDeinit") == true)
+        #expect(messages.entries.first?.contains("deinit") == true)
+        observation?.invalidate()
+        observation?.invalidate()
+        kept.withLock { $0 = nil }  // releasing an inert observation: nothing to end
+    }
+
     @Test func dottedOptionalAndComputedKeyPaths() {
         let person = Person()
         let names = _Mutex<[String]>([])
@@ -316,4 +348,16 @@ struct KeyValueObservationTests {
 private final class SendableCounter: SafeObservable, @unchecked Sendable {
     // @unchecked Sendable: the test changes it from one task at a time.
     @Observed var count = 0
+}
+
+/// Runs `onDeinit` with itself from inside its `deinit`.
+private final class ObservesItselfInDeinit: SafeObservable {
+    @Observed var count = 0
+    private let onDeinit: (ObservesItselfInDeinit) -> Void
+
+    init(onDeinit: @escaping (ObservesItselfInDeinit) -> Void) {
+        self.onDeinit = onDeinit
+    }
+
+    deinit { onDeinit(self) }
 }
