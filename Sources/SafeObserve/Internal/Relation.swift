@@ -61,9 +61,9 @@ struct _RelationReference: Sendable {
 /// holders lets go — after the relation ended and after any delivery that was
 /// still looking at it returned. Users hold an ``ObservationToken``, which
 /// never keeps a relation alive.
+@usableFromInline
 // @unchecked Sendable: every stored property is immutable or atomic, except
 // `slot` (only touched under the channel's lock).
-@usableFromInline
 class _Relation: @unchecked Sendable {
     /// The relation's identity for tokens: unique for the life of the process.
     final let id = _nextRelationID.wrappingAdd(1, ordering: .relaxed).oldValue
