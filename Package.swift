@@ -76,6 +76,12 @@ let package = Package(
             path: "Examples/ChainsDemo",
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "KVOMigrationDemo",
+            dependencies: ["SafeObserve"],
+            path: "Examples/KVOMigrationDemo",
+            swiftSettings: swiftSettings
+        ),
         // Test support, not a product: the operation generator, the reference
         // model and the runner shared by the tests and the fuzzer.
         .target(
