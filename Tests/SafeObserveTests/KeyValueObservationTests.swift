@@ -119,6 +119,34 @@ struct KeyValueObservationTests {
         withExtendedLifetime(observation) {}
     }
 
+    /// `.prior`, as in KVO: a notification before each change (`isPrior`,
+    /// the old value if `.old` was asked for, no new value), then the change;
+    /// for a single property and for a dotted key path alike.
+    @Test func priorNotifications_precedeEachChange_withTheOldValue() {
+        let counter = Counter()
+        let account = Account()
+        let person = Person(account: account)
+        let changes = _Mutex<[String]>([])
+        func describe(_ change: ObservedChange<Int>) -> String {
+            let old = change.oldValue.map(String.init) ?? "-"
+            let new = change.newValue.map(String.init) ?? "-"
+            return change.isPrior ? "prior \(old)->\(new)" : "\(old)->\(new)"
+        }
+        let single = counter.observe(\.count, options: [.prior, .old, .new]) { _, change in
+            changes.withLock { $0.append("count " + describe(change)) }
+        }
+        let dotted = person.observe(\.account.balance, options: [.prior, .old, .new]) { _, change in
+            changes.withLock { $0.append("balance " + describe(change)) }
+        }
+        counter.count = 1
+        account.balance = 7
+        #expect(
+            changes.withLock { $0 } == [
+                "count prior 0->-", "count 0->1", "balance prior 0->-", "balance 0->7",
+            ])
+        withExtendedLifetime((single, dotted)) {}
+    }
+
     @Test func theObjectDyingFirst_endsTheObservation_andIsNotKeptAlive() {
         let lifetime = LifetimeCounter()
         var counter: Counter? = Counter(lifetime: lifetime)
