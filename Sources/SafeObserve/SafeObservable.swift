@@ -235,15 +235,26 @@ extension SafeObservable {
             _ = self[keyPath: keyPath]
             return nil
         case .makeDerivation:
-            return _TypedDerivation(keyPath: keyPath) { newAddress, new, old, body in
-                // Values evaluated from `keyPath`, or read from the storage
-                // of a chain's last link: `Value`s either way.
-                withUnsafePointer(
-                    to: ObservedChange(
-                        newValue: newAddress.map { $0.load(as: Value.self) } ?? new.map { $0 as! Value },
-                        oldValue: old.map { $0 as! Value })
-                ) { body($0) }
-            }
+            return _TypedDerivation(
+                keyPath: keyPath,
+                makeChange: { newAddress, new, old, body in
+                    // Values evaluated from `keyPath`, or read from the storage
+                    // of a chain's last link: `Value`s either way.
+                    withUnsafePointer(
+                        to: ObservedChange(
+                            newValue: newAddress.map { $0.load(as: Value.self) } ?? new.map { $0 as! Value },
+                            oldValue: old.map { $0 as! Value })
+                    ) { body($0) }
+                },
+                evaluateInto: { anyKeyPath, root, track, body in
+                    // unsafeDowncast: the derivation's own key path and root.
+                    let keyPath = unsafeDowncast(anyKeyPath, to: KeyPath<Self, Value>.self)
+                    let root = unsafeDowncast(root, to: Self.self)
+                    var new: Value?
+                    track { new = root[keyPath: keyPath] }
+                    // Unwrapped: `track` runs its closure once.
+                    withUnsafePointer(to: new.unsafelyUnwrapped) { body(UnsafeRawPointer($0)) }
+                })
         case .checkSettable:
             return keyPath is ReferenceWritableKeyPath<Self, Value> ? keyPath : nil
         }

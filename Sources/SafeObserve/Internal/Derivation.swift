@@ -49,6 +49,15 @@ class _Derivation: @unchecked Sendable {
         preconditionFailure("_Derivation.anyKeyPath must be overridden")
     }
 
+    /// Reads the key path on `root` with a tracker installed, then calls
+    /// `body` with what it read and the address of the value it produced (a
+    /// `valueType` value, valid during the call). User code: call it
+    /// unlocked. The value is never boxed: a change delivers it from there,
+    /// as it delivers a chain's last link from its storage.
+    func evaluateTracked(_ root: AnyObject, _ body: (_ accesses: [_Access], _ value: UnsafeRawPointer) -> Void) {
+        preconditionFailure("_Derivation.evaluateTracked(_:_:) must be overridden")
+    }
+
     /// Reads the key path on `root`. User code: call it unlocked.
     func evaluate(_ root: AnyObject) -> Any {
         preconditionFailure("_Derivation.evaluate(_:) must be overridden")
@@ -71,8 +80,9 @@ class _Derivation: @unchecked Sendable {
     }
 
     /// Delivers a change whose new value is the `valueType` value stored at
-    /// `newAddress` (a chain's last link, see ``_ChainLayout``), copied
-    /// before the handler runs.
+    /// `newAddress` (a chain's last link, see ``_ChainLayout``, or a value
+    /// just evaluated, see ``evaluateTracked(_:_:)``), copied before the
+    /// handler runs.
     func deliver(
         _ relation: _Relation, to listener: AnyObject, root: AnyObject, newAt newAddress: UnsafeRawPointer, old: Any?
     ) {
@@ -323,12 +333,12 @@ class _Derivation: @unchecked Sendable {
             }
             return
         }
-        var new: Any?
-        let accesses = _AccessTracker.resolve { new = evaluate(root) }
-        rebind(to: accesses, root: root, options: relation.options)
-        guard let listener = listener(of: relation) else { return }
-        deliver(relation, to: listener, root: root, new: new, old: old, isPrior: false)
-        if accesses.isEmpty { relation.end() }
+        evaluateTracked(root) { accesses, new in
+            rebind(to: accesses, root: root, options: relation.options)
+            guard let listener = listener(of: relation) else { return }
+            deliver(relation, to: listener, root: root, newAt: new, old: old)
+            if accesses.isEmpty { relation.end() }
+        }
     }
 
     /// The listener of `relation`, if it is still active; ends it if its
@@ -347,7 +357,7 @@ class _Derivation: @unchecked Sendable {
 /// The typed half of a derivation, created in the caller's module by
 /// `safeObserve` (where `Root` and `Value` are known).
 @usableFromInline
-// @unchecked Sendable: adds an immutable key path and an immutable closure that captures nothing mutable.
+// @unchecked Sendable: adds an immutable key path and two immutable closures that capture nothing mutable.
 final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Sendable {
     /// Builds the change a handler receives from values `evaluate` produced
     /// and passes a pointer to it to its last argument. Made where
@@ -355,19 +365,33 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
     /// generically, the change cost a look-up of its type's metadata (and of
     /// `Optional<Value>`'s) on every delivery.
     ///
-    /// The new value is either stored at `newAddress` (a chain's last link:
-    /// then nothing is boxed or cast) or the evaluated `new`.
+    /// The new value is either stored at `newAddress` (a chain's last link,
+    /// or a value ``evaluateInto`` just read: then nothing is boxed or cast)
+    /// or the evaluated `new`.
     @usableFromInline
     typealias MakeChange =
         (_ newAddress: UnsafeRawPointer?, _ new: Any?, _ old: Any?, _ body: (UnsafeRawPointer) -> Void) -> Void
 
+    /// Reads `keyPath` (this derivation's, as an `AnyKeyPath`) on `root`,
+    /// inside `track`, then calls `body` with the address of the value read.
+    /// Built where `safeObserve` was called, so the read and the value are
+    /// typed there: nothing is boxed or cast.
+    @usableFromInline
+    typealias EvaluateInto =
+        (
+            _ keyPath: AnyKeyPath, _ root: AnyObject, _ track: (_ read: () -> Void) -> Void,
+            _ body: (UnsafeRawPointer) -> Void
+        ) -> Void
+
     let keyPath: KeyPath<Root, Value>
     let makeChange: MakeChange
+    let evaluateInto: EvaluateInto
 
     @usableFromInline
-    init(keyPath: KeyPath<Root, Value>, makeChange: @escaping MakeChange) {
+    init(keyPath: KeyPath<Root, Value>, makeChange: @escaping MakeChange, evaluateInto: @escaping EvaluateInto) {
         self.keyPath = keyPath
         self.makeChange = makeChange
+        self.evaluateInto = evaluateInto
         super.init()
     }
 
@@ -383,6 +407,11 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
     override func evaluate(_ root: AnyObject) -> Any {
         // unsafeDowncast: the root of a derivation is always its key path's root.
         unsafeDowncast(root, to: Root.self)[keyPath: keyPath]
+    }
+
+    override func evaluateTracked(_ root: AnyObject, _ body: ([_Access], UnsafeRawPointer) -> Void) {
+        var accesses: [_Access] = []
+        evaluateInto(keyPath, root, { accesses = _AccessTracker.resolve($0) }, { body(accesses, $0) })
     }
 
     override func deliver(
