@@ -90,15 +90,12 @@ public struct Observed<Value> {
         storage storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
     ) -> Value {
         @inline(__always) get {
-            if _activeTrackers.load(ordering: .relaxed) != 0, _isTrackingOnThisThread() {
+            if _activeTrackers.load(ordering: .relaxed) != 0, let tracker = _trackerOnThisThread() {
                 // Only here does the declared key path escape (registration
                 // compares it with the one being observed); everything else
                 // is a direct projection that the optimizer folds.
-                // Registrations only read the object, so several may run at
-                // once; the sentinel field is only touched under this lock.
-                _lockSentinelCreation()
-                _recordAccess(instance, wrappedKeyPath, sentinel: &instance[keyPath: storageKeyPath]._sentinel)
-                _unlockSentinelCreation()
+                _recordAccess(
+                    instance, wrappedKeyPath, sentinel: &instance[keyPath: storageKeyPath]._sentinel, into: tracker)
             }
             return instance[keyPath: storageKeyPath]._value
         }
@@ -178,17 +175,22 @@ public struct Observed<Value> {
         emission.deliverChange(root: instance, new: new, old: old, channel: sentinel.takeUnretainedValue().channel)
     }
 
-    /// Registration is resolving a key path: record this property, creating
-    /// its sentinel if this is its first observation.
+    /// Registration is resolving a key path on this thread, with `tracker`:
+    /// record this property, creating its sentinel if this is its first
+    /// observation.
     ///
-    /// Called under `_lockSentinelCreation()`; runs no user code.
+    /// Registrations only read the object, so several may run at once: the
+    /// sentinel field is only touched under `_lockSentinelCreation()`, taken
+    /// here. Runs no user code.
     @usableFromInline
     static func _recordAccess(
         _ instance: some SafeObservable,
         _ wrappedKeyPath: AnyKeyPath,
-        sentinel: inout _Sentinel?
+        sentinel: inout _Sentinel?,
+        into tracker: UnsafeMutableRawPointer
     ) {
-        guard _AccessTracker.isActive else { return }
+        _lockSentinelCreation()
+        defer { _unlockSentinelCreation() }
         if sentinel == nil {
             // Never create a sentinel inside the object's own deinit.
             guard !_swift_isDeallocating(instance) else { return }
@@ -200,7 +202,8 @@ public struct Observed<Value> {
         _AccessTracker.record(
             _Access(
                 object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel!.channel,
-                sentinelFieldOffset: offset))
+                sentinelFieldOffset: offset),
+            into: tracker)
     }
 }
 

@@ -62,19 +62,28 @@ struct _AccessTracker {
     /// Records `access` in the tracker of the registration running on this
     /// thread, if any.
     static func record(_ access: @autoclosure () -> _Access) {
-        guard let pointer = _currentTracker.value else { return }
+        guard let tracker = _currentTracker.value else { return }
+        record(access(), into: tracker)
+    }
+
+    /// Records `access` in `tracker`, the thread-local slot's value (see
+    /// ``_trackerOnThisThread()``), read on this thread during the
+    /// `resolve` it belongs to.
+    static func record(_ access: _Access, into tracker: UnsafeMutableRawPointer) {
         // The slot points to the tracker of the `resolve` running on this
         // thread, which outlives the call (it restores the slot before returning).
-        pointer.assumingMemoryBound(to: _AccessTracker.self).pointee.accesses.append(access())
+        tracker.assumingMemoryBound(to: _AccessTracker.self).pointee.accesses.append(access)
     }
 
     /// Whether a registration is resolving a key path on this thread.
     static var isActive: Bool { _currentTracker.value != nil }
 }
 
-/// Whether a registration is resolving a key path on this thread (checked
-/// before the getter takes the sentinel creation lock).
+/// The tracker of the registration resolving a key path on this thread, if
+/// any: the `@Observed` getter's one look-up of the thread-local slot, handed
+/// to ``Observed/_recordAccess(_:_:sentinel:into:)`` (opaque to the
+/// caller's module).
 @usableFromInline
-func _isTrackingOnThisThread() -> Bool {
-    _AccessTracker.isActive
+func _trackerOnThisThread() -> UnsafeMutableRawPointer? {
+    _currentTracker.value
 }

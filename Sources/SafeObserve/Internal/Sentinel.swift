@@ -81,17 +81,15 @@ enum _SentinelIndex {
 /// ``_Registry``'s): registrations only read the object, so several may run
 /// at once, but the first observation of a property writes its storage.
 ///
-/// For the `@Observed` getter's tracking branch, which must not pass a
-/// closure (capturing its key paths would keep the optimizer from folding
-/// the getter's own storage access): pair it with
-/// ``_unlockSentinelCreation()``, and run no user code in between.
-@usableFromInline
+/// For the `@Observed` getter's tracking branch
+/// (``Observed/_recordAccess(_:_:sentinel:into:)``), which is handed the
+/// sentinel field `inout` and so cannot pass a closure to a `withLock`: pair
+/// it with ``_unlockSentinelCreation()``, and run no user code in between.
 func _lockSentinelCreation() {
     _Registry.lock()
 }
 
 /// Releases the lock taken by ``_lockSentinelCreation()``.
-@usableFromInline
 func _unlockSentinelCreation() {
     _Registry.unlock()
 }
