@@ -140,7 +140,7 @@ extension SafeObservable {
 
 /// The listener of every ``KeyValueObservation``'s relation. It never dies,
 /// so a relation ends only when its observation is invalidated or
-/// deinitialized (which both invalidate the token) or its object dies.
+/// deinitialized (which both end the relation) or its object dies.
 ///
 /// A plain listener, not a ``SafeObserver``: its proxy is found in the
 /// registry's table in the same look-up as the observed property's channel,

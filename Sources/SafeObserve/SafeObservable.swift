@@ -213,6 +213,10 @@ extension SafeObservable {
 
     /// ``_register(_:by:listenerType:options:deliver:isDistinct:)`` returning
     /// the relation itself (`nil` if the registration was refused).
+    ///
+    /// A sibling rather than what `_register` wraps: building the token here,
+    /// in the caller's module, destroyed it through generic value witnesses
+    /// (add + remove measured 1,977 instead of 1,847); the library builds it.
     @inlinable
     func _registerRelation<Value>(
         _ keyPath: KeyPath<Self, Value>, by listener: AnyObject, listenerType: Any.Type, options: ObservationOptions,
