@@ -21,6 +21,11 @@ extension SafeObservation {
     /// them. Relations of listeners that died and were not cleaned up yet are
     /// left out.
     ///
+    /// The objects it describes are held while the text is built, so that
+    /// none can die and have its address reused mid-picture: one whose last
+    /// other reference is dropped meanwhile is deinitialized when this
+    /// returns, on this thread. Meant for debugging, not for hot paths.
+    ///
     /// - Parameter roots: The objects whose relations to describe (as
     ///   listener or observed object); every live relation when `nil`.
     /// - Returns: A `digraph` in the DOT language.
