@@ -811,6 +811,40 @@ struct ConcurrencyStressTests {
         }
     }
 
+    /// A ``KeyValueObservation`` and its object released at once on two
+    /// threads (the object right after a change; the observation invalidated
+    /// first in one round of three): whichever side is first ends the
+    /// relation, the other finds it ended, and the handler and the object are
+    /// released.
+    @Test func stressKeyValueObservationAndItsObjectReleasedAtOnce_endTheRelationOnce() {
+        let captures = LifetimeCounter()
+        let objects = LifetimeCounter()
+        for round in 0..<StressConfig.rounds(2_000) {
+            let captured = Captured(captures)
+            let object = StressObjectSlot(StressObject(lifetimes: objects))
+            let observation = StressObservationSlot(
+                object.withObject { object in
+                    object.observe(\.value, options: round % 2 == 0 ? [.new] : [.old, .new, .prior]) { _, _ in
+                        _ = captured
+                    }
+                })
+            _ = consume captured
+            let invalidatesFirst = round % 3 == 0
+            stressRunConcurrently([
+                {
+                    object.withObject { $0.value = 1 }
+                    object.release()
+                },
+                {
+                    if invalidatesFirst { observation.invalidate() }
+                    observation.release()
+                },
+            ])
+            #expect(settles { objects.liveCount == 0 }, "the object leaked (round \(round))")
+            #expect(settles { captures.liveCount == 0 }, "the handler leaked (round \(round))")
+        }
+    }
+
     /// Every ``KeyValueObservation``'s relation has one shared internal
     /// listener, whose bookkeeping (its proxy) is dropped each time every
     /// object observed through it has died. Two threads observe objects that
@@ -1049,6 +1083,26 @@ private final class StressTokenBag: Sendable {
 }
 
 /// Listeners kept alive by the test until `removeAll`.
+/// One object, released (its deinit run) by whichever thread calls `release()`.
+private final class StressObjectSlot: @unchecked Sendable {
+    // @unchecked Sendable: the object is only reached under the lock, and the
+    // mutations of one round come from one thread.
+    private let slot: _Mutex<StressObject?>
+    init(_ object: StressObject) { slot = _Mutex(object) }
+    func withObject<Result>(_ body: (StressObject) -> Result) -> Result {
+        // Unwrapped: only called before `release()`.
+        body(slot.withLock { $0 }.unsafelyUnwrapped)
+    }
+    /// Drops the object: its `deinit` runs here, after unlocking.
+    func release() {
+        let object = slot.withLock { slot in
+            defer { slot = nil }
+            return slot
+        }
+        _ = object
+    }
+}
+
 private final class StressObjectBag: @unchecked Sendable {
     // @unchecked Sendable: the objects are only stored and released, under the lock.
     private let objects = _Mutex<[AnyObject]>([])
