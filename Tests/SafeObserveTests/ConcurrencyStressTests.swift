@@ -1082,7 +1082,6 @@ private final class StressTokenBag: Sendable {
     func removeAll() { tokens.withLock { $0 = [] } }
 }
 
-/// Listeners kept alive by the test until `removeAll`.
 /// One object, released (its deinit run) by whichever thread calls `release()`.
 private final class StressObjectSlot: @unchecked Sendable {
     // @unchecked Sendable: the object is only reached under the lock, and the
@@ -1103,6 +1102,7 @@ private final class StressObjectSlot: @unchecked Sendable {
     }
 }
 
+/// Listeners kept alive by the test until `removeAll`.
 private final class StressObjectBag: @unchecked Sendable {
     // @unchecked Sendable: the objects are only stored and released, under the lock.
     private let objects = _Mutex<[AnyObject]>([])
