@@ -41,6 +41,12 @@ final class RedirectingRoot: OverriddenLinkRoot {
     }
 }
 
+/// Holds a link that may be replaced by an instance of `RedirectingRoot`,
+/// whose getter for `b` returns another object than the one stored.
+final class OverridableHolder: SafeObservable {
+    @Observed var middle = OverriddenLinkRoot()
+}
+
 /// A chain whose last link holds a value with a reference inside (copied
 /// out of storage, it must be retained).
 final class TitledLeaf: SafeObservable {
@@ -54,8 +60,9 @@ final class TitledRoot: SafeObservable {
 }
 
 /// A chain whose middle link may be an instance of a subclass with fields of
-/// its own (before and after the inherited ones in memory): the link's
-/// offsets come from the class declaring it, so they hold in subclasses.
+/// its own (before and after the inherited ones in memory). The subclass
+/// overrides nothing, but nothing can tell: its instances are read through
+/// their getters, and the values are the same.
 class MiddleLink: SafeObservable {
     @Observed var c = NodeC()
 }
@@ -271,6 +278,26 @@ struct ChainFastPathTests {
         #expect(listeners.map(\.log) == [["5->5", "5->6"], ["5->5", "5->6"]])
     }
 
+    @Test func aLinkReplacedByAnOverridingSubclassInstance_isReadThroughItsGetter() {
+        let holder = OverridableHolder()
+        let listener = Listener()
+        let token = holder.safeObserve(\.middle.b.c.value, by: listener, options: [.old, .new]) { listener, _, change in
+            listener.record(describe(change))
+        }
+        #expect(readsFromStorage(token))
+        let redirecting = RedirectingRoot()
+        redirecting.elsewhere.c.value = 42
+        // Its getter returns `elsewhere`, never the `b` it stores: a read of
+        // the storage would find 0, and watch the stored object.
+        holder.middle = redirecting
+        redirecting.elsewhere.c.value = 43
+        // The stored link changes; the getter (and the value, old and new) does not.
+        redirecting.b = NodeB()
+        holder.middle = OverriddenLinkRoot()
+        #expect(listener.log == ["0->42", "42->43", "43->43", "43->0"])
+        #expect(watchers(of: redirecting.elsewhere.c) == 0)
+    }
+
     @Test func aLeafValueReadFromStorage_isACopyThatOutlivesTheChain() {
         var root: TitledRoot? = TitledRoot()
         weak let weakRoot = root
@@ -289,7 +316,7 @@ struct ChainFastPathTests {
         #expect(titles == ["untitled->" + long, long + "->untitled"])
     }
 
-    @Test func aLinkReplacedByASubclassInstance_isReadAtItsInheritedOffsets() {
+    @Test func aLinkReplacedByASubclassInstance_deliversWhatItsGettersReturn() {
         let root = WideRoot()
         let listener = Listener()
         let token = root.safeObserve(\.middle.c.value, by: listener, options: [.old, .new]) { listener, _, change in

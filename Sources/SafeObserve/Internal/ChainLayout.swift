@@ -23,6 +23,16 @@
 ///   store: a subclass overriding a link with a getter that returns another
 ///   object fails this, and keeps full re-tracking.
 ///
+/// And one fact per walk, since a replaced link may bring an object of
+/// another class: every object holding a link but the last is an instance of
+/// exactly the class declaring that link, so its getter is the one
+/// `@Observed` synthesized, which returns the stored object. An instance of
+/// a subclass may override the getter (Swift tells no one whether it does),
+/// so a walk reaching one gives up, and the derivation evaluates the key
+/// path through the getters instead. (The last link's value is the stored
+/// one either way: an override of a single property is invisible, see
+/// DerivedKeyPaths.md.)
+///
 /// Like ``Observed``'s getter, a read here is of the `@Observed` storage
 /// alone: no other stored property, and no user code (so a walk may run
 /// under the registry lock, which sentinel creation needs).
@@ -34,6 +44,8 @@ struct _ChainLayout {
         let valueOffset: Int
         /// The link's key path as declared (`\B.c`), for its dependency.
         let wrappedKeyPath: AnyKeyPath
+        /// The class declaring the link (the root type of `wrappedKeyPath`).
+        let declaringClass: ObjectIdentifier
     }
 
     /// The links, in key-path order (at least two).
@@ -45,7 +57,10 @@ struct _ChainLayout {
     /// - Complexity: O(*d*) in the links, the first time each class is seen
     ///   O(*p*) in its stored properties (``_ObservedFields``).
     init?(reads accesses: [_Access], root: AnyObject, valueType: Any.Type) {
-        guard accesses.count >= 2, accesses[0].object === root else { return nil }
+        // The root never changes: if its getter may be overridden, no walk could use the layout.
+        guard accesses.count >= 2, accesses[0].object === root,
+            type(of: accesses[0].wrappedKeyPath).rootType == type(of: root)
+        else { return nil }
         var links: [Link] = []
         links.reserveCapacity(accesses.count)
         for (index, access) in accesses.enumerated() {
@@ -64,7 +79,7 @@ struct _ChainLayout {
             links.append(
                 Link(
                     field: _SentinelField(stored), valueOffset: stored.valueOffset,
-                    wrappedKeyPath: access.wrappedKeyPath)
+                    wrappedKeyPath: access.wrappedKeyPath, declaringClass: ObjectIdentifier(declaring))
             )
         }
         self.links = links
@@ -73,8 +88,9 @@ struct _ChainLayout {
     /// What a tracked evaluation from `root` would record — each link's
     /// object (retained), key path and channel, creating sentinels as the
     /// getters do — and the address of the last link's value, inside
-    /// `accesses.last!.object`; `nil` if an object is being destroyed (then
-    /// the caller evaluates the key path).
+    /// `accesses.last!.object`; `nil` if an object is being destroyed or a
+    /// link is held by an instance of a subclass (then the caller evaluates
+    /// the key path).
     ///
     /// - Complexity: O(*d*) in the links, under the registry lock.
     func walk(from root: AnyObject) -> (accesses: [_Access], leaf: UnsafeRawPointer)? {
@@ -90,7 +106,10 @@ struct _ChainLayout {
                     _Access(
                         object: object, wrappedKeyPath: links[index].wrappedKeyPath,
                         channel: consume channel, sentinelFieldOffset: links[index].field.offset))
-                if index < links.count - 1 { object = Self.object(at: links[index].valueOffset, in: object) }
+                if index < links.count - 1 {
+                    guard let next = next(after: index, in: object) else { return false }
+                    object = next
+                }
             }
             return true
         }
@@ -99,11 +118,25 @@ struct _ChainLayout {
     }
 
     /// Runs `body` with the address of the last link's value reached from
-    /// `root`, without creating sentinels (a value captured before a change).
-    func withLeaf<Result>(from root: AnyObject, _ body: (UnsafeRawPointer) -> Result) -> Result {
+    /// `root`, without creating sentinels (a value captured before a change);
+    /// `nil` without calling it if a link is held by an instance of a
+    /// subclass (then the caller evaluates the key path).
+    func withLeaf<Result>(from root: AnyObject, _ body: (UnsafeRawPointer) -> Result) -> Result? {
         var object = root
-        for link in links.dropLast() { object = Self.object(at: link.valueOffset, in: object) }
+        for index in links.indices.dropLast() {
+            guard let next = next(after: index, in: object) else { return nil }
+            object = next
+        }
         return withExtendedLifetime(object) { body(Self.address(of: links[links.count - 1].valueOffset, in: object)) }
+    }
+
+    /// The object link `index` (not the last) stores in `object`, if
+    /// `object` is an instance of exactly the class declaring the link:
+    /// then the link's getter is `@Observed`'s, which returns what is stored.
+    @inline(__always)
+    private func next(after index: Int, in object: AnyObject) -> AnyObject? {
+        guard ObjectIdentifier(type(of: object)) == links[index].declaringClass else { return nil }
+        return Self.object(at: links[index].valueOffset, in: object)
     }
 
     // MARK: Reading the storage

@@ -265,7 +265,7 @@ class _Derivation: @unchecked Sendable {
             forward(target, change, .prior)
         case .capture(let target, let chain):
             guard let (relation, root) = load(target) else { return }
-            let old = chain.map { chain in chain.withLeaf(from: root) { value(at: $0) } } ?? evaluate(root)
+            let old = chain.flatMap { chain in chain.withLeaf(from: root) { value(at: $0) } } ?? evaluate(root)
             let thread = _currentThreadID()
             let released = state.withLock { $0.captured(old, channel: channel, thread: thread) }
             _ = released  // released unlocked
