@@ -132,7 +132,11 @@ extension SafeObservable {
             deliver: _makeDeliver(options, unisolatedObjectHandler: changeHandler), isDistinct: true)
         let observation = KeyValueObservation(registered.relation)
         if registered.deliversInitial {
-            changeHandler(self, ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true))
+            let current = self[keyPath: keyPath]
+            // Reading ran user code (a computed property), which may have invalidated it.
+            if observation.isActive {
+                changeHandler(self, ObservedChange(newValue: current, oldValue: nil, isInitial: true))
+            }
         }
         return observation
     }

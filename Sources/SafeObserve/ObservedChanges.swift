@@ -155,7 +155,11 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
             keyPath, by: relay, listenerType: _StreamRelay.self, options: options,
             deliver: _makeDeliver(options, _yielding(to: continuation)))
         if deliversInitial {
-            continuation.yield(ObservedChange(newValue: root[keyPath: keyPath], oldValue: nil, isInitial: true))
+            let current = root[keyPath: keyPath]
+            // Reading ran user code (a computed property), which may have unobserved.
+            if token.isActive {
+                continuation.yield(ObservedChange(newValue: current, oldValue: nil, isInitial: true))
+            }
         }
         _endRelation(token, whenTerminated: continuation)
         if !token.isActive { continuation.finish() }

@@ -132,7 +132,10 @@ extension SafeObservable {
         hop?.attach(token)
         if deliversInitial {
             let current = self[keyPath: keyPath]
-            changeHandler(listener, self, ObservedChange(newValue: current, oldValue: nil, isInitial: true))
+            // Reading ran user code (a computed property), which may have unobserved.
+            if token.isActive {
+                changeHandler(listener, self, ObservedChange(newValue: current, oldValue: nil, isInitial: true))
+            }
         }
         return token
     }
@@ -193,7 +196,10 @@ extension SafeObservable {
         hop.attach(token)
         if deliversInitial {
             let initial = ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true)
-            if hop.isOnActorAfterQueued() { hop.handler(listener, self, initial) } else { hop.enqueue(initial) }
+            // Reading ran user code (a computed property), which may have unobserved.
+            if token.isActive {
+                if hop.isOnActorAfterQueued() { hop.handler(listener, self, initial) } else { hop.enqueue(initial) }
+            }
         }
         return token
     }

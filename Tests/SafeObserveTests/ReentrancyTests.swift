@@ -266,3 +266,123 @@ struct NestedChangeOrderTests {
         #expect(log.entries == ["title", "other", "count"])
     }
 }
+
+/// A model whose computed property runs user code each time it is read:
+/// SafeObserve evaluates a derived key path outside its locks, so that code
+/// may unobserve — and once it did, the relation's handler is never called
+/// again, whatever the evaluation was for.
+private final class ReadHookModel: SafeObservable, @unchecked Sendable {
+    // @unchecked Sendable: used from one test's task at a time.
+    @Observed var count = 0
+    /// The reads of `watched` so far.
+    var reads = 0
+    /// Called with each read's number (from 1).
+    var onRead: ((Int) -> Void)?
+    var watched: Int {
+        reads += 1
+        onRead?(reads)
+        return count
+    }
+}
+
+@Suite("Re-entrancy inside a key path's evaluation")
+struct EvaluationReentrancyTests {
+    @Test func unobservingWhileTheOldValueIsEvaluated_deliversNeitherPhase() {
+        let model = ReadHookModel()
+        let listener = Listener()
+        let log = EventLog()
+        let token = model.safeObserve(\.watched, by: listener, options: [.old, .new, .prior]) { _, _, change in
+            log.record(describe(change))
+        }
+        model.count = 1
+        // The next read is the prior phase's evaluation of the old value.
+        model.onRead = { _ in token.invalidate() }
+        model.count = 2
+        model.onRead = nil
+        model.count = 3
+        #expect(log.entries == ["0->nil prior", "0->1"])
+        #expect(!token.isActive)
+    }
+
+    @Test func unobservingWhileTheNewValueIsEvaluated_deliversNothing() {
+        let model = ReadHookModel()
+        let listener = Listener()
+        let log = EventLog()
+        let token = model.safeObserve(\.watched, by: listener, options: [.new]) { _, _, change in
+            log.record(describe(change))
+        }
+        model.onRead = { _ in model.safeUnobserve(\.watched, by: listener) }
+        model.count = 1
+        #expect(log.entries.isEmpty)
+        #expect(!token.isActive)
+    }
+
+    // Read 1 resolves the key path; read 2 is the `.initial` value.
+
+    @Test func unobservingWhileTheInitialValueIsEvaluated_deliversNoInitial() {
+        let model = ReadHookModel()
+        let listener = Listener()
+        let log = EventLog()
+        model.onRead = { read in if read == 2 { model.safeUnobserve(\.watched, by: listener) } }
+        let token = model.safeObserve(\.watched, by: listener, options: [.initial, .new]) { _, _, change in
+            log.record(describe(change))
+        }
+        model.count = 1
+        #expect(model.reads == 2)
+        #expect(log.entries.isEmpty)
+        #expect(!token.isActive)
+    }
+
+    @Test func invalidatingAKeyValueObservationWhileItsInitialValueIsEvaluated_deliversNoInitial() {
+        let model = ReadHookModel()
+        let log = EventLog()
+        model.onRead = { read in
+            if read == 2 { SafeObservation.relations(of: model).forEach { $0.invalidate() } }
+        }
+        let observation = model.observe(\.watched, options: [.initial, .new]) { _, change in
+            log.record(describe(change))
+        }
+        model.count = 1
+        #expect(model.reads == 2)
+        #expect(log.entries.isEmpty)
+        #expect(!observation.isActive)
+    }
+
+    @Test func unobservingWhileTheInitialValueIsEvaluated_onTheListenersActor_deliversNoInitial() async {
+        let recorder = EvaluationRecorder()
+        // Registered on the actor: `.initial` would be delivered synchronously.
+        let (reads, isActive) = await recorder.observeUnobservingOnSecondRead()
+        #expect(reads == 2)
+        #expect(await recorder.entries.isEmpty)
+        #expect(!isActive)
+    }
+
+    @Test func endingAStreamsRelationWhileTheInitialValueIsEvaluated_yieldsNothing() async {
+        let model = ReadHookModel()
+        model.onRead = { read in
+            if read == 2 { SafeObservation.relations(of: model).forEach { $0.invalidate() } }
+        }
+        var changes = model.changes(\.watched, options: [.initial, .new]).makeAsyncIterator()
+        model.count = 1
+        #expect(model.reads == 2)
+        #expect(await changes.next().map(describe) == nil)
+    }
+}
+
+/// An actor listener for ``EvaluationReentrancyTests``.
+private actor EvaluationRecorder {
+    var entries: [String] = []
+
+    /// Observes a model's computed property from the actor itself; its second
+    /// read (the `.initial` value) unobserves. Returns the reads made and
+    /// whether the relation is still active.
+    func observeUnobservingOnSecondRead() -> (reads: Int, isActive: Bool) {
+        let model = ReadHookModel()
+        model.onRead = { read in if read == 2 { model.safeUnobserve(\.watched, by: self) } }
+        let token = model.safeObserve(\.watched, by: self, options: [.initial, .new]) { recorder, _, change in
+            recorder.entries.append(describe(change))
+        }
+        model.count = 1
+        return (model.reads, token.isActive)
+    }
+}

@@ -269,7 +269,8 @@ class _Derivation: @unchecked Sendable {
             let thread = _currentThreadID()
             let released = state.withLock { $0.captured(old, channel: channel, thread: thread) }
             _ = released  // released unlocked
-            if relation.options.contains(.prior), let listener = relation.listener.load() {
+            // Evaluating ran user code, which may have ended the relation.
+            if relation.options.contains(.prior), let listener = listener(of: relation) {
                 deliver(relation, to: listener, root: root, new: nil, old: old, isPrior: true)
             }
         }
