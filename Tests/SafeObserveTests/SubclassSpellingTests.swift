@@ -12,6 +12,30 @@ private final class Car: Vehicle {
     var doubledSpeed: Int { speed * 2 }
 }
 
+/// Two hierarchies alike, each with a subclass overriding the property with
+/// a getter that reads another one: one per order of registration (the
+/// resolution cache is process-wide, and each order must start fresh).
+private class Thermostat: SafeObservable {
+    @Observed var target = 20
+}
+private final class ScheduledThermostat: Thermostat {
+    @Observed var scheduled = 18
+    override var target: Int {
+        get { scheduled }
+        set { scheduled = newValue }
+    }
+}
+private class Heater: SafeObservable {
+    @Observed var target = 20
+}
+private final class ScheduledHeater: Heater {
+    @Observed var scheduled = 18
+    override var target: Int {
+        get { scheduled }
+        set { scheduled = newValue }
+    }
+}
+
 /// One listener observing `speed` from generic code rooted at the subclass.
 private func observeSpeed<V: Vehicle>(of vehicle: V, by listener: Listener, log: EventLog) -> ObservationToken {
     vehicle.safeObserve(\.speed, by: listener) { _, _, change in log.record("generic \(change.newValue!)") }
@@ -81,6 +105,41 @@ struct SubclassSpellingTests {
         car.safeUnobserve(\Car.speed, by: listener)
         car.speed = 3
         #expect(log.entries == ["speed 2", "doubled 4", "doubled 6"])
+    }
+
+    /// What `\Base.target` reads depends on the object's getters: on the
+    /// subclass's instances, `scheduled`. Which class was observed first must
+    /// not change what is observed on the other.
+    @Test func aKeyPathOverriddenByAGetterReadingAnotherProperty_isObservedThroughIt_whicheverClassCameFirst() {
+        let listener = Listener()
+        let log = EventLog()
+        // The base class first.
+        let thermostat = Thermostat()
+        thermostat.safeObserve(\Thermostat.target, by: listener) { _, _, change in
+            log.record("base \(change.newValue!)")
+        }
+        let scheduled: Thermostat = ScheduledThermostat()
+        scheduled.safeObserve(\Thermostat.target, by: listener) { _, _, change in
+            log.record("sub \(change.newValue!)")
+        }
+        scheduled.target = 5
+        (scheduled as! ScheduledThermostat).scheduled = 7
+        thermostat.target = 1
+        #expect(log.entries == ["sub 5", "sub 7", "base 1"])
+
+        // The subclass first.
+        let heaterLog = EventLog()
+        let scheduledHeater: Heater = ScheduledHeater()
+        scheduledHeater.safeObserve(\Heater.target, by: listener) { _, _, change in
+            heaterLog.record("sub \(change.newValue!)")
+        }
+        let heater = Heater()
+        heater.safeObserve(\Heater.target, by: listener) { _, _, change in heaterLog.record("base \(change.newValue!)")
+        }
+        scheduledHeater.target = 5
+        (scheduledHeater as! ScheduledHeater).scheduled = 7
+        heater.target = 1
+        #expect(heaterLog.entries == ["sub 5", "sub 7", "base 1"])
     }
 
     @Test func aSubclassSpelling_isObservedAsTheProperty_withItsNameInDescriptions() {

@@ -65,30 +65,45 @@ extension _SentinelField {
     }
 }
 
-/// What the first resolution of each key path learned (part of the
-/// ``_Registry``).
+/// What the first resolution of each key path on each class of object
+/// learned (part of the ``_Registry``).
+///
+/// Per class of object, not per key path alone: what a key path reads
+/// depends on the getters of the object it is applied to. `\Base.count` on
+/// an instance of `Base` is the `@Observed` property; on an instance of a
+/// subclass overriding `count` with a getter that reads another property, it
+/// is that other property (a derived key path). So a resolution made on one
+/// class is used for instances of exactly that class, and an instance of
+/// another class is resolved on its own — once per (key path, class), so
+/// that which registration came first never changes what is observed.
 ///
 /// Key-path literals are instantiated once per use site, so a program's
 /// registrations keep presenting the same few objects: the first level is
-/// direct-mapped by key-path identity and bounded (64 entries, each holding
-/// its key path so that the identity stays valid).
+/// direct-mapped by key-path identity and object class and bounded (64
+/// entries, each holding its key path so that the identity stays valid).
 ///
 /// A literal in generic code (`\.count` inside `func f<T: Base>(_: T)`) is a
 /// new key-path object on every call. The second level finds it by value:
 /// its class (`ReferenceWritableKeyPath<T, Int>`, one metadata object per
 /// root and value type) picks a short list of candidates — the `@Observed`
-/// properties of that root with that value type that were resolved — and
-/// `==` confirms one. Classifying by class costs a load, where hashing the key
-/// path would cost about 550 instructions per registration; `==` runs user
-/// code for key paths with subscript arguments, so it runs outside locks.
-/// Bounded: 8 candidates per class and 512 in all (a program building key
-/// paths dynamically evicts an arbitrary list, which only costs its next
-/// registration the general path). A miss takes the general path.
+/// properties of that root with that value type that were resolved, each on
+/// a class of object — and `==` confirms one. Classifying by class costs a
+/// load, where hashing the key path would cost about 550 instructions per
+/// registration; `==` runs user code for key paths with subscript arguments,
+/// so it runs outside locks. Bounded: 8 candidates per key-path class and
+/// 512 in all (a program building key paths dynamically evicts an arbitrary
+/// list, which only costs its next registration the general path). A miss
+/// takes the general path.
 struct _KeyPathResolutionCache {
     struct Entry {
         var keyPath: AnyKeyPath?
+        /// The class of the objects the resolution holds for.
+        var objectClass: ObjectIdentifier?
         var field = _SentinelField?.none
     }
+
+    /// A second-level candidate.
+    typealias Candidate = (keyPath: AnyKeyPath, objectClass: ObjectIdentifier, field: _SentinelField)
 
     private static let slotCount = 64
     private static let valueLimit = 512
@@ -97,60 +112,74 @@ struct _KeyPathResolutionCache {
     private var slots = ContiguousArray(repeating: Entry(), count: slotCount)
 
     /// The second level, by key-path class.
-    private var byClass: [ObjectIdentifier: [(keyPath: AnyKeyPath, field: _SentinelField)]] = [:]
+    private var byClass: [ObjectIdentifier: [Candidate]] = [:]
     /// The candidates in `byClass`, all lists together.
     private var candidateCount = 0
 
-    private static func slot(of keyPath: AnyKeyPath) -> Int {
-        _fibonacciHash(UInt(bitPattern: ObjectIdentifier(keyPath)) &>> 4, bits: 6)
+    private static func slot(of keyPath: AnyKeyPath, on objectClass: ObjectIdentifier) -> Int {
+        let keyPathBits = UInt(bitPattern: ObjectIdentifier(keyPath)) &>> 4
+        let classBits = UInt(bitPattern: objectClass) &>> 4
+        return _fibonacciHash(keyPathBits ^ (classBits &* 0x9E37), bits: 6)
     }
 
-    /// The sentinel field `keyPath` resolves to, if known.
+    /// The sentinel field `keyPath` resolves to on instances of
+    /// `objectClass`, if known.
     ///
     /// - Complexity: O(1).
-    func field(for keyPath: AnyKeyPath) -> _SentinelField? {
-        let slot = Self.slot(of: keyPath)
-        return slots[slot].keyPath === keyPath ? slots[slot].field : nil
+    func field(for keyPath: AnyKeyPath, on objectClass: ObjectIdentifier) -> _SentinelField? {
+        let slot = Self.slot(of: keyPath, on: objectClass)
+        let entry = slots[slot]
+        return entry.keyPath === keyPath && entry.objectClass == objectClass ? entry.field : nil
     }
 
-    /// The sentinel field `keyPath` resolves to, if known (takes the lock).
-    static func sentinelField(for keyPath: AnyKeyPath) -> _SentinelField? {
-        _Registry.withLock { $0.keyPaths.field(for: keyPath) }
+    /// The sentinel field `keyPath` resolves to on `object`, if known (takes
+    /// the lock).
+    static func sentinelField(for keyPath: AnyKeyPath, on object: AnyObject) -> _SentinelField? {
+        let objectClass = ObjectIdentifier(type(of: object))
+        return _Registry.withLock { $0.keyPaths.field(for: keyPath, on: objectClass) }
     }
 
     /// The sentinel field of a key path equal to `keyPath`, if one was
-    /// resolved before (the second level). Call it outside locks.
+    /// resolved before (the second level) on instances of `objectClass` —
+    /// or, with `nil`, on any class (to name the property). Call it outside
+    /// locks.
     ///
     /// - Complexity: O(1) expected, plus at most 8 `==` of `keyPath` (each
     ///   stops at the first component that differs).
-    static func sentinelField(equalTo keyPath: AnyKeyPath) -> _SentinelField? {
+    static func sentinelField(equalTo keyPath: AnyKeyPath, on objectClass: ObjectIdentifier?) -> _SentinelField? {
         let keyPathClass = ObjectIdentifier(type(of: keyPath))
         guard let candidates = _Registry.withLock({ $0.keyPaths.byClass[keyPathClass] }) else { return nil }
-        return candidates.first { $0.keyPath == keyPath }?.field
+        return candidates.first { candidate in
+            (objectClass == nil || candidate.objectClass == objectClass) && candidate.keyPath == keyPath
+        }?.field
     }
 
-    /// Records that `keyPath` is exactly the `@Observed` property at `field`.
-    /// Call it outside locks (it compares key paths).
-    static func record(_ field: _SentinelField, for keyPath: AnyKeyPath) {
-        let slot = slot(of: keyPath)
+    /// Records that `keyPath` is exactly the `@Observed` property at `field`
+    /// on instances of `objectClass`. Call it outside locks (it compares key
+    /// paths).
+    static func record(_ field: _SentinelField, for keyPath: AnyKeyPath, on objectClass: ObjectIdentifier) {
+        let slot = slot(of: keyPath, on: objectClass)
         let keyPathClass = ObjectIdentifier(type(of: keyPath))
         // Another object equal to `keyPath` is already a candidate (a literal
         // at another use site): the first level is enough.
-        let isKnown = sentinelField(equalTo: keyPath) != nil
-        let replaced = _Registry.withLock { state -> (Entry, [(keyPath: AnyKeyPath, field: _SentinelField)]?) in
-            defer { state.keyPaths.slots[slot] = Entry(keyPath: keyPath, field: field) }
+        let isKnown = sentinelField(equalTo: keyPath, on: objectClass) != nil
+        let replaced = _Registry.withLock { state -> (Entry, [Candidate]?) in
+            defer {
+                state.keyPaths.slots[slot] = Entry(keyPath: keyPath, objectClass: objectClass, field: field)
+            }
             guard !isKnown else { return (state.keyPaths.slots[slot], nil) }
-            return (state.keyPaths.slots[slot], state.keyPaths.addCandidate((keyPath, field), to: keyPathClass))
+            return (
+                state.keyPaths.slots[slot],
+                state.keyPaths.addCandidate((keyPath, objectClass, field), to: keyPathClass)
+            )
         }
         _ = replaced  // released unlocked
     }
 
     /// Adds a candidate to the list of `keyPathClass`; returns a list evicted
     /// to stay within the bounds (to release unlocked).
-    private mutating func addCandidate(
-        _ candidate: (keyPath: AnyKeyPath, field: _SentinelField), to keyPathClass: ObjectIdentifier
-    ) -> [(keyPath: AnyKeyPath, field: _SentinelField)]? {
-        var evicted: [(keyPath: AnyKeyPath, field: _SentinelField)]?
+    private mutating func addCandidate(_ candidate: Candidate, to keyPathClass: ObjectIdentifier) -> [Candidate]? {
+        var evicted: [Candidate]?
         if byClass[keyPathClass] == nil, candidateCount >= Self.valueLimit, let victim = byClass.first?.key {
             evicted = byClass.removeValue(forKey: victim)
             candidateCount -= evicted?.count ?? 0
@@ -209,7 +238,7 @@ enum _KeyPathNames {
         // Another object equal to a resolved key path (a literal at another
         // use site, or in generic code): its field names it.
         guard let root = type(of: keyPath).rootType as? AnyClass,
-            let field = _KeyPathResolutionCache.sentinelField(equalTo: keyPath),
+            let field = _KeyPathResolutionCache.sentinelField(equalTo: keyPath, on: nil),
             let name = _ObservedFields.field(withSentinelAt: field.offset, in: root)?.name
         else { return raw }
         return "\\\(root).\(name)"

@@ -166,7 +166,8 @@ enum _SafeObserveRegistration {
         _ object: AnyObject, _ keyPath: AnyKeyPath, _ listener: AnyObject, _ options: ObservationOptions,
         _ deliver: @escaping _Deliver, _ isDistinct: Bool
     ) -> _Registered?? {
-        guard let field = _KeyPathResolutionCache.sentinelField(equalTo: keyPath) else { return nil }
+        let objectClass = ObjectIdentifier(type(of: object))
+        guard let field = _KeyPathResolutionCache.sentinelField(equalTo: keyPath, on: objectClass) else { return nil }
         let found = _Registry.withLock { $0.lookUp(field, on: object, listener: listener) }
         return .some(
             attach(object, keyPath, options, deliver, listener: listener, found: found, isDistinct: isDistinct))
@@ -281,7 +282,7 @@ enum _SafeObserveRegistration {
             return .derived(accesses)
         }
         if let field = access.sentinelField {
-            _KeyPathResolutionCache.record(field, for: keyPath)
+            _KeyPathResolutionCache.record(field, for: keyPath, on: ObjectIdentifier(type(of: object)))
         }
         _KeyPathNames.recordName(of: keyPath, reading: access)
         return .property(access.channel)
@@ -321,8 +322,8 @@ enum _SafeObserveRegistration {
     static func channel(of keyPath: AnyKeyPath, on object: AnyObject, read: () -> Void, isSettable: () -> Bool)
         -> _Channel?
     {
-        if let field = _KeyPathResolutionCache.sentinelField(for: keyPath)
-            ?? _KeyPathResolutionCache.sentinelField(equalTo: keyPath)
+        if let field = _KeyPathResolutionCache.sentinelField(for: keyPath, on: object)
+            ?? _KeyPathResolutionCache.sentinelField(equalTo: keyPath, on: ObjectIdentifier(type(of: object)))
         {
             return field.channel(in: object)
         }

@@ -80,7 +80,7 @@ enum _Registry {
 
     /// What registration finds about a key path and a listener, in one
     /// critical section; `nil` if the key path is not known to be exactly one
-    /// `@Observed` property.
+    /// `@Observed` property on instances of `object`'s class.
     ///
     /// The property's `channel` is created on its first observation (`nil`
     /// inside `object`'s `deinit`); `listener` is what the tables know of the
@@ -90,7 +90,9 @@ enum _Registry {
         _ keyPath: AnyKeyPath, on object: AnyObject, listener: AnyObject
     ) -> _Registry.Found? {
         withLock { state in
-            guard let field = state.keyPaths.field(for: keyPath) else { return nil }
+            guard let field = state.keyPaths.field(for: keyPath, on: ObjectIdentifier(type(of: object))) else {
+                return nil
+            }
             return state.lookUp(field, on: object, listener: listener)
         }
     }

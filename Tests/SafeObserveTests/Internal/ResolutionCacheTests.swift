@@ -63,7 +63,7 @@ struct ResolutionCacheTests {
         let first = Base()
         let listener = Peer()
         first.safeObserve(keyPath, by: listener) { _, _, _ in }
-        let field = _KeyPathResolutionCache.sentinelField(for: keyPath)
+        let field = _KeyPathResolutionCache.sentinelField(for: keyPath, on: first)
         #expect(field != nil, "the first resolution did not record the property's sentinel field")
 
         // Other instances, including a subclass's, reach their own property.
@@ -85,7 +85,7 @@ struct ResolutionCacheTests {
         let object = Base()
         let listener = Peer()
         let token = object.safeObserve(\.name, by: listener) { _, _, _ in }
-        let field = _KeyPathResolutionCache.sentinelField(for: \Base.name)
+        let field = _KeyPathResolutionCache.sentinelField(for: \Base.name, on: object)
         #expect(field != nil)
         if let field {
             // The metadata places `name`'s sentinel there, and nothing else's.
@@ -109,7 +109,9 @@ struct ResolutionCacheTests {
                     log.record("\(round).\(index):\(change.newValue!)")
                 }
                 // Found by value (unless evicted), it is this dial's field.
-                if let field = _KeyPathResolutionCache.sentinelField(equalTo: dialKeyPaths(Dials.self)[index]) {
+                if let field = _KeyPathResolutionCache.sentinelField(
+                    equalTo: dialKeyPaths(Dials.self)[index], on: ObjectIdentifier(Dials.self))
+                {
                     let name = _ObservedFields.field(withSentinelAt: field.offset, in: Dials.self)?.name
                     #expect(name == "d\(index)", "a dial's key path was matched to another dial")
                 }
