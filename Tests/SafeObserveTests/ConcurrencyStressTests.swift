@@ -489,6 +489,47 @@ struct ConcurrencyStressTests {
         }
     }
 
+    /// One key path registered at once on instances of three classes, one of
+    /// which overrides the property with a getter reading another property:
+    /// each class is resolved on its own, whatever order the threads reach
+    /// the resolution cache in, and every relation hears its own changes.
+    @Test func stressConcurrentRegistrationOnSeveralClasses_resolvesEachClassOnItsOwn() {
+        let threads = 4
+        for round in 0..<StressConfig.rounds(40) {
+            let objects: [StressDial] = (0..<9).map { index in
+                switch index % 3 {
+                case 0: StressDial()
+                case 1: StressPlainDial()
+                default: StressScheduledDial()
+                }
+            }
+            let deliveries = (0..<threads).map { _ in (0..<objects.count).map { _ in StressAtomic() } }
+            let listeners = (0..<threads).map { _ in StressListener() }
+            let shared = UncheckedSendable((objects, listeners, deliveries))
+            stressRunConcurrently(
+                (0..<threads).map { thread in
+                    {
+                        let (objects, listeners, deliveries) = shared.value
+                        // Each thread its own order (a stride prime to 9), so
+                        // the classes race to be resolved first.
+                        let stride = [1, 2, 4, 5][thread]
+                        for step in 0..<objects.count {
+                            let index = (step * stride + thread) % objects.count
+                            objects[index].safeObserve(\StressDial.level, by: listeners[thread]) { _, _, _ in
+                                deliveries[thread][index].add(1)
+                            }
+                        }
+                    }
+                })
+            for object in objects { object.level += 1 }
+            for thread in 0..<threads {
+                let counts = deliveries[thread].map { $0.load() }
+                #expect(counts == Array(repeating: 1, count: objects.count), "round \(round), thread \(thread)")
+            }
+            _ = shared
+        }
+    }
+
     /// Registration is a read: it may overlap other reads of the same object —
     /// plain getters and introspection (`SafeObservation.relations(of:)`) —
     /// without any synchronization, including the first registration of a
@@ -1020,6 +1061,21 @@ private final class StressObject: SafeObservable {
 
     func locked<Result>(_ body: (StressObject) -> Result) -> Result {
         guardLock.withLock { _ in body(self) }
+    }
+}
+
+/// A dial, a subclass that overrides nothing, and one whose override of
+/// `level` reads another property: `\StressDial.level` is a property on the
+/// first two and a derived key path on the third.
+private class StressDial: SafeObservable {
+    @Observed var level = 0
+}
+private final class StressPlainDial: StressDial {}
+private final class StressScheduledDial: StressDial {
+    @Observed var scheduled = 0
+    override var level: Int {
+        get { scheduled }
+        set { scheduled = newValue }
     }
 }
 
