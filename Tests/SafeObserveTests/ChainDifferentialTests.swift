@@ -138,5 +138,7 @@ struct ChainDifferentialTests {
         }
         let allActive = tokens.allSatisfy { $0.isActive }
         #expect(allActive)
+        // The handlers hold the probes, which read `root`: end the relations.
+        for token in tokens { token.invalidate() }
     }
 }

@@ -311,7 +311,7 @@ struct EvaluationReentrancyTests {
         let token = model.safeObserve(\.watched, by: listener, options: [.new]) { _, _, change in
             log.record(describe(change))
         }
-        model.onRead = { _ in model.safeUnobserve(\.watched, by: listener) }
+        model.onRead = { [unowned model] _ in model.safeUnobserve(\.watched, by: listener) }
         model.count = 1
         #expect(log.entries.isEmpty)
         #expect(!token.isActive)
@@ -323,7 +323,7 @@ struct EvaluationReentrancyTests {
         let model = ReadHookModel()
         let listener = Listener()
         let log = EventLog()
-        model.onRead = { read in if read == 2 { model.safeUnobserve(\.watched, by: listener) } }
+        model.onRead = { [unowned model] read in if read == 2 { model.safeUnobserve(\.watched, by: listener) } }
         let token = model.safeObserve(\.watched, by: listener, options: [.initial, .new]) { _, _, change in
             log.record(describe(change))
         }
@@ -336,7 +336,7 @@ struct EvaluationReentrancyTests {
     @Test func invalidatingAKeyValueObservationWhileItsInitialValueIsEvaluated_deliversNoInitial() {
         let model = ReadHookModel()
         let log = EventLog()
-        model.onRead = { read in
+        model.onRead = { [unowned model] read in
             if read == 2 { SafeObservation.relations(of: model).forEach { $0.invalidate() } }
         }
         let observation = model.observe(\.watched, options: [.initial, .new]) { _, change in
@@ -359,7 +359,7 @@ struct EvaluationReentrancyTests {
 
     @Test func endingAStreamsRelationWhileTheInitialValueIsEvaluated_yieldsNothing() async {
         let model = ReadHookModel()
-        model.onRead = { read in
+        model.onRead = { [unowned model] read in
             if read == 2 { SafeObservation.relations(of: model).forEach { $0.invalidate() } }
         }
         var changes = model.changes(\.watched, options: [.initial, .new]).makeAsyncIterator()
@@ -378,7 +378,7 @@ private actor EvaluationRecorder {
     /// whether the relation is still active.
     func observeUnobservingOnSecondRead() -> (reads: Int, isActive: Bool) {
         let model = ReadHookModel()
-        model.onRead = { read in if read == 2 { model.safeUnobserve(\.watched, by: self) } }
+        model.onRead = { [unowned model] read in if read == 2 { model.safeUnobserve(\.watched, by: self) } }
         let token = model.safeObserve(\.watched, by: self, options: [.initial, .new]) { recorder, _, change in
             recorder.entries.append(describe(change))
         }
