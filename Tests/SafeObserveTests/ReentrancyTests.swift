@@ -337,7 +337,9 @@ struct EvaluationReentrancyTests {
         let model = ReadHookModel()
         let log = EventLog()
         model.onRead = { [unowned model] read in
-            if read == 2 { SafeObservation.relations(of: model).forEach { $0.invalidate() } }
+            if read == 2 {
+                for relation in SafeObservation.relations(of: model) { relation.invalidate() }
+            }
         }
         let observation = model.observe(\.watched, options: [.initial, .new]) { _, change in
             log.record(describe(change))
@@ -360,7 +362,9 @@ struct EvaluationReentrancyTests {
     @Test func endingAStreamsRelationWhileTheInitialValueIsEvaluated_yieldsNothing() async {
         let model = ReadHookModel()
         model.onRead = { [unowned model] read in
-            if read == 2 { SafeObservation.relations(of: model).forEach { $0.invalidate() } }
+            if read == 2 {
+                for relation in SafeObservation.relations(of: model) { relation.invalidate() }
+            }
         }
         var changes = model.changes(\.watched, options: [.initial, .new]).makeAsyncIterator()
         model.count = 1
