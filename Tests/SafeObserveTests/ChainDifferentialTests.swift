@@ -4,7 +4,8 @@ import Testing
 
 // A chain `\DifferentialRoot.a.b.value` whose links may be held by instances
 // of subclasses: some override nothing, one overrides a link's getter to
-// return another object than the one stored. Whatever path the derivation
+// return another object than the one stored, one the last link's getter to
+// double the stored value. Whatever path the derivation
 // takes (the last link forwarding, a walk of storage, a tracked
 // evaluation), what it delivers must be what reading the key path gives.
 
@@ -12,6 +13,13 @@ class DifferentialB: SafeObservable {
     @Observed var value = 0
 }
 final class DifferentialPlainB: DifferentialB {}
+/// Its getter for `value` doubles what is stored.
+final class DifferentialDoublingB: DifferentialB {
+    override var value: Int {
+        get { super.value * 2 }
+        set { super.value = newValue }
+    }
+}
 
 class DifferentialA: SafeObservable {
     @Observed var b: DifferentialB
@@ -80,7 +88,13 @@ struct ChainDifferentialTests {
     @Test(arguments: [(1 as UInt64, false), (2, true), (3, false), (4, true)])
     func randomMutations_deliverEveryChangeOfTheKeyPathsValue(seed: UInt64, withOld: Bool) {
         var random = SplitMix64(seed: seed)
-        let bs: [DifferentialB] = (0..<6).map { $0 % 2 == 0 ? DifferentialB() : DifferentialPlainB() }
+        let bs: [DifferentialB] = (0..<6).map { index in
+            switch index % 3 {
+            case 0: DifferentialB()
+            case 1: DifferentialPlainB()
+            default: DifferentialDoublingB()
+            }
+        }
         let `as`: [DifferentialA] = (0..<6).map { index in
             switch index % 3 {
             case 0: DifferentialA(b: bs[index])
@@ -126,8 +140,9 @@ struct ChainDifferentialTests {
                 a.b = b
             default:
                 let b = bs[Int(random.next() % 6)]
-                operation = "\(type(of: b)).value += 1"
-                b.value += 1
+                let value = Int(random.next() % 50)
+                operation = "\(type(of: b)).value = \(value)"
+                b.value = value
             }
             let allDelivered = [
                 chain.didMutate(step: step, operation: operation, withOld: withOld),

@@ -28,6 +28,13 @@ struct _Access {
     var sentinelField: _SentinelField? {
         sentinelFieldOffset.flatMap { _SentinelField(validating: $0, in: object) }
     }
+
+    /// Whether `object` is an instance of exactly the class declaring the
+    /// property: then reading the property runs its declared getter, never
+    /// a subclass's override of it.
+    var isOnItsDeclaringClass: Bool {
+        ObjectIdentifier(type(of: object)) == ObjectIdentifier(type(of: wrappedKeyPath).rootType)
+    }
 }
 
 /// Records which `@Observed` properties a key path reads.

@@ -24,14 +24,12 @@
 ///   object fails this, and keeps full re-tracking.
 ///
 /// And one fact per walk, since a replaced link may bring an object of
-/// another class: every object holding a link but the last is an instance of
-/// exactly the class declaring that link, so its getter is the one
-/// `@Observed` synthesized, which returns the stored object. An instance of
-/// a subclass may override the getter (Swift tells no one whether it does),
-/// so a walk reaching one gives up, and the derivation evaluates the key
-/// path through the getters instead. (The last link's value is the stored
-/// one either way: an override of a single property is invisible, see
-/// DerivedKeyPaths.md.)
+/// another class: every object holding a link is an instance of exactly the
+/// class declaring that link, so its getter is the one `@Observed`
+/// synthesized, which returns what is stored. An instance of a subclass may
+/// override the getter (Swift tells no one whether it does), so a walk
+/// reaching one gives up, and the derivation evaluates the key path through
+/// the getters instead.
 ///
 /// Like ``Observed``'s getter, a read here is of the `@Observed` storage
 /// alone: no other stored property, and no user code (so a walk may run
@@ -59,7 +57,7 @@ struct _ChainLayout {
     init?(reads accesses: [_Access], root: AnyObject, valueType: Any.Type) {
         // The root never changes: if its getter may be overridden, no walk could use the layout.
         guard accesses.count >= 2, accesses[0].object === root,
-            type(of: accesses[0].wrappedKeyPath).rootType == type(of: root)
+            accesses[0].isOnItsDeclaringClass
         else { return nil }
         var links: [Link] = []
         links.reserveCapacity(accesses.count)
@@ -109,6 +107,8 @@ struct _ChainLayout {
                 if index < links.count - 1 {
                     guard let next = next(after: index, in: object) else { return false }
                     object = next
+                } else if !holdsExactly(links[index], object) {
+                    return false
                 }
             }
             return true
@@ -127,6 +127,7 @@ struct _ChainLayout {
             guard let next = next(after: index, in: object) else { return nil }
             object = next
         }
+        guard holdsExactly(links[links.count - 1], object) else { return nil }
         return withExtendedLifetime(object) { body(Self.address(of: links[links.count - 1].valueOffset, in: object)) }
     }
 
@@ -135,8 +136,14 @@ struct _ChainLayout {
     /// then the link's getter is `@Observed`'s, which returns what is stored.
     @inline(__always)
     private func next(after index: Int, in object: AnyObject) -> AnyObject? {
-        guard ObjectIdentifier(type(of: object)) == links[index].declaringClass else { return nil }
+        guard holdsExactly(links[index], object) else { return nil }
         return Self.object(at: links[index].valueOffset, in: object)
+    }
+
+    /// Whether `object` is an instance of exactly the class declaring `link`.
+    @inline(__always)
+    private func holdsExactly(_ link: Link, _ object: AnyObject) -> Bool {
+        ObjectIdentifier(type(of: object)) == link.declaringClass
     }
 
     // MARK: Reading the storage

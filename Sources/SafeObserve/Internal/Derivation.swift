@@ -143,7 +143,9 @@ class _Derivation: @unchecked Sendable {
                 links: newShape,
                 layout: layout
             ) { index in
-                let isLeaf = isChain && index == accesses.count - 1
+                // The last link forwards its changes only from an object whose
+                // getter is `@Observed`'s (a subclass may override it).
+                let isLeaf = isChain && index == accesses.count - 1 && accesses[index].isOnItsDeclaringClass
                 return makeDependency(
                     on: accesses[index], options: isLeaf ? leafOptions : dependencyOptions, isLeaf: isLeaf)
             }
