@@ -155,5 +155,6 @@ struct ChainDifferentialTests {
         #expect(allActive)
         // The handlers hold the probes, which read `root`: end the relations.
         for token in tokens { token.invalidate() }
+        withExtendedLifetime(listener) {}
     }
 }

@@ -521,7 +521,11 @@ struct ConcurrencyStressTests {
                         }
                     }
                 })
-            for object in objects { object.level += 1 }
+            // The listeners must outlive the changes (optimized builds end
+            // lifetimes at the last use, and `shared` is not used again).
+            withExtendedLifetime(listeners) {
+                for object in objects { object.level += 1 }
+            }
             for thread in 0..<threads {
                 let counts = deliveries[thread].map { $0.load() }
                 #expect(counts == Array(repeating: 1, count: objects.count), "round \(round), thread \(thread)")

@@ -302,6 +302,7 @@ struct EvaluationReentrancyTests {
         model.count = 3
         #expect(log.entries == ["0->nil prior", "0->1"])
         #expect(!token.isActive)
+        withExtendedLifetime(listener) {}
     }
 
     @Test func unobservingWhileTheNewValueIsEvaluated_deliversNothing() {
@@ -315,6 +316,7 @@ struct EvaluationReentrancyTests {
         model.count = 1
         #expect(log.entries.isEmpty)
         #expect(!token.isActive)
+        withExtendedLifetime(listener) {}
     }
 
     // Read 1 resolves the key path; read 2 is the `.initial` value.
@@ -331,6 +333,7 @@ struct EvaluationReentrancyTests {
         #expect(model.reads == 2)
         #expect(log.entries.isEmpty)
         #expect(!token.isActive)
+        withExtendedLifetime(listener) {}
     }
 
     @Test func invalidatingAKeyValueObservationWhileItsInitialValueIsEvaluated_deliversNoInitial() {

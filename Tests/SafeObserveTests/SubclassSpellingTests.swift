@@ -140,6 +140,7 @@ struct SubclassSpellingTests {
         (scheduledHeater as! ScheduledHeater).scheduled = 7
         heater.target = 1
         #expect(heaterLog.entries == ["sub 5", "sub 7", "base 1"])
+        withExtendedLifetime(listener) {}
     }
 
     @Test func aSubclassSpelling_isObservedAsTheProperty_withItsNameInDescriptions() {
