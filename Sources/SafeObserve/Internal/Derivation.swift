@@ -144,8 +144,11 @@ class _Derivation: @unchecked Sendable {
                 layout: layout
             ) { index in
                 // The last link forwards its changes only from an object whose
-                // getter is `@Observed`'s (a subclass may override it).
-                let isLeaf = isChain && index == accesses.count - 1 && accesses[index].isOnItsDeclaringClass
+                // getter is `@Observed`'s (a subclass may override it); a
+                // chain's walk reached only such objects.
+                let isLeaf =
+                    isChain && index == accesses.count - 1
+                    && (isKnownChain || accesses[index].isOnItsDeclaringClass)
                 return makeDependency(
                     on: accesses[index], options: isLeaf ? leafOptions : dependencyOptions, isLeaf: isLeaf)
             }
