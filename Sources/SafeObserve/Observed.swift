@@ -94,8 +94,22 @@ public struct Observed<Value> {
                 // Only here does the declared key path escape (registration
                 // compares it with the one being observed); everything else
                 // is a direct projection that the optimizer folds.
-                _recordAccess(
-                    instance, wrappedKeyPath, sentinel: &instance[keyPath: storageKeyPath]._sentinel, into: tracker)
+                // Registrations only read the object, so several may run at
+                // once, on several threads: the sentinel field is only
+                // touched under this lock, and only read — a modify access
+                // would conflict with the other threads' reads — unless this
+                // is the property's first observation.
+                _lockSentinelCreation()
+                defer { _unlockSentinelCreation() }
+                // Borrowed (see `_sentinel`): `instance` is held for this call.
+                let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+                if sentinelBits != 0 {
+                    _recordAccess(instance, wrappedKeyPath, sentinelBits: sentinelBits, into: tracker)
+                } else {
+                    _recordAccess(
+                        instance, wrappedKeyPath, creatingSentinel: &instance[keyPath: storageKeyPath]._sentinel,
+                        into: tracker)
+                }
             }
             return instance[keyPath: storageKeyPath]._value
         }
@@ -176,33 +190,41 @@ public struct Observed<Value> {
     }
 
     /// Registration is resolving a key path on this thread, with `tracker`:
-    /// record this property, creating its sentinel if this is its first
-    /// observation.
+    /// record this property, whose sentinel exists (`sentinelBits`, borrowed).
     ///
-    /// Registrations only read the object, so several may run at once: the
-    /// sentinel field is only touched under `_lockSentinelCreation()`, taken
-    /// here. Runs no user code.
+    /// Called under `_lockSentinelCreation()`; runs no user code.
     @usableFromInline
     static func _recordAccess(
-        _ instance: some SafeObservable,
-        _ wrappedKeyPath: AnyKeyPath,
-        sentinel: inout _Sentinel?,
+        _ instance: AnyObject, _ wrappedKeyPath: AnyKeyPath, sentinelBits: UInt, into tracker: UnsafeMutableRawPointer
+    ) {
+        // Unwrapped: the caller checked the bits are not zero.
+        Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
+            ._withUnsafeGuaranteedRef { sentinel in
+                _AccessTracker.record(
+                    _Access(object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel.channel), into: tracker)
+            }
+    }
+
+    /// ``_recordAccess(_:_:sentinelBits:into:)`` on the property's first
+    /// observation: creates its sentinel in `sentinel` (`nil` so far).
+    ///
+    /// Called under `_lockSentinelCreation()`; runs no user code.
+    @usableFromInline
+    static func _recordAccess(
+        _ instance: AnyObject, _ wrappedKeyPath: AnyKeyPath, creatingSentinel sentinel: inout _Sentinel?,
         into tracker: UnsafeMutableRawPointer
     ) {
-        _lockSentinelCreation()
-        defer { _unlockSentinelCreation() }
-        if sentinel == nil {
-            // Never create a sentinel inside the object's own deinit.
-            guard !_swift_isDeallocating(instance) else { return }
-            sentinel = _Sentinel(object: instance)
-        }
+        // Never create a sentinel inside the object's own deinit.
+        guard !_swift_isDeallocating(instance) else { return }
+        let created = _Sentinel(object: instance)
+        sentinel = created
         // Where the field is, validated later only if registration caches it.
         let base = UnsafeRawPointer(Unmanaged.passUnretained(instance).toOpaque())
         let offset = withUnsafeMutablePointer(to: &sentinel) { UnsafeRawPointer($0) - base }
         _AccessTracker.record(
             _Access(
-                object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel!.channel,
-                sentinelFieldOffset: offset),
+                object: instance, wrappedKeyPath: wrappedKeyPath, channel: created.channel,
+                knownSentinelFieldOffset: offset),
             into: tracker)
     }
 }

@@ -583,6 +583,64 @@ struct ConcurrencyStressTests {
 
     // MARK: 6 — opt-in listeners dying during emission
 
+    /// A derived key path reads its properties when it is registered and
+    /// each time it is evaluated again: reads, like any other, so they may
+    /// overlap other threads' reads of the same properties — here two
+    /// threads registering computed properties over `value` and re-evaluating
+    /// them (by changing `other`, which only they touch) while two more
+    /// threads read `value`.
+    @Test func stressDerivedReadsConcurrentWithPlainReadsOfTheSameProperty_isRaceFree() {
+        for round in 0..<StressConfig.rounds(40) {
+            let object = StressSumObject()
+            // The properties' bookkeeping exists before the threads start.
+            let first = StressListener()
+            object.safeObserve(\.value, by: first) { _, _, _ in }
+            object.safeObserve(\.other, by: first) { _, _, _ in }
+            let listeners = (0..<16).map { _ in StressListener() }
+            let deliveries = StressAtomic()
+            let finished = StressAtomic()
+            let badReads = StressAtomic()
+            let shared = UncheckedSendable((object, listeners))
+            stressRunConcurrently([
+                {
+                    let (object, listeners) = shared.value
+                    for listener in listeners[..<8] {
+                        object.safeObserve(\.sum, by: listener) { _, _, _ in deliveries.add(1) }
+                        // Every `sum` relation so far evaluates again, here.
+                        object.other += 1
+                    }
+                    finished.add(1)
+                },
+                {
+                    let (object, listeners) = shared.value
+                    for listener in listeners[8...] {
+                        object.safeObserve(\.doubled, by: listener) { _, _, _ in deliveries.add(1) }
+                    }
+                    finished.add(1)
+                },
+                {
+                    let object = shared.value.0
+                    repeat {
+                        if object.value != 7 { badReads.add(1) }
+                    } while finished.load() < 2
+                },
+                {
+                    let object = shared.value.0
+                    repeat {
+                        if object.value != 7 { badReads.add(1) }
+                    } while finished.load() < 2
+                },
+            ])
+            #expect(badReads.load() == 0, "round \(round)")
+            // Each `sum` relation re-evaluated on every later change of `other`.
+            #expect(deliveries.load() == 8 * 9 / 2, "round \(round)")
+            let before = deliveries.load()
+            withExtendedLifetime((first, listeners)) { object.other += 1 }
+            #expect(deliveries.load() - before == 8, "round \(round)")
+            _ = shared
+        }
+    }
+
     @Test func stressOptInListenersDyingDuringEmission_releaseTheirHandlersAtOnce() {
         let changes = 1_000
         let listenerCount = 16
@@ -1066,6 +1124,14 @@ private final class StressObject: SafeObservable {
     func locked<Result>(_ body: (StressObject) -> Result) -> Result {
         guardLock.withLock { _ in body(self) }
     }
+}
+
+/// Two computed properties over `value`, for derived key paths.
+private final class StressSumObject: SafeObservable {
+    @Observed var value = 7
+    @Observed var other = 0
+    var sum: Int { value + other }
+    var doubled: Int { value * 2 }
 }
 
 /// A dial, a subclass that overrides nothing, and one whose override of

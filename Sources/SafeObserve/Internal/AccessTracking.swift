@@ -18,11 +18,21 @@ struct _Access {
     /// The property's relation list (already created: tracking runs only when
     /// an observation is being registered).
     let channel: _Channel
+    /// The byte offset of the property's sentinel field in `object`, when
+    /// the reader knew it (a chain's walk, or the tracked read that created
+    /// the sentinel); otherwise ``sentinelFieldOffset`` finds it.
+    var knownSentinelFieldOffset: Int? = nil
+
     /// The byte offset of the property's sentinel field in `object`, for
-    /// `@Observed` storage (`nil` for registrar-backed properties). Only a
-    /// registration that finds the key path to be exactly this property
-    /// validates it into a ``_SentinelField``, while `object` is still held.
-    var sentinelFieldOffset: Int? = nil
+    /// `@Observed` storage (`nil` for registrar-backed properties): known,
+    /// or found among the `@Observed` fields that the metadata of `object`'s
+    /// class lists — the one holding this property's sentinel. Only a
+    /// registration that finds the key path to be exactly this property, a
+    /// chain's layout and names use it (cold paths), while `object` is still
+    /// held.
+    var sentinelFieldOffset: Int? {
+        knownSentinelFieldOffset ?? _ObservedFields.sentinelOffset(of: channel, in: object)
+    }
 
     /// Where the property's sentinel field sits in `object`, if known and valid.
     var sentinelField: _SentinelField? {

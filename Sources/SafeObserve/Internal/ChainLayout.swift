@@ -103,7 +103,7 @@ struct _ChainLayout {
                 accesses.append(
                     _Access(
                         object: object, wrappedKeyPath: links[index].wrappedKeyPath,
-                        channel: consume channel, sentinelFieldOffset: links[index].field.offset))
+                        channel: consume channel, knownSentinelFieldOffset: links[index].field.offset))
                 if index < links.count - 1 {
                     guard let next = next(after: index, in: object) else { return false }
                     object = next

@@ -57,6 +57,27 @@ enum _ObservedFields {
         return fields
     }
 
+    /// Where `object` keeps the sentinel whose channel is `channel`: the
+    /// offset of one of its `@Observed` fields (`nil` if none holds it, as
+    /// for a ``SafeObservationRegistrar``'s property). Reads the sentinel
+    /// fields alone, under the lock their writes take; `object` must be
+    /// held by the caller.
+    ///
+    /// - Complexity: O(*p*) in the `@Observed` properties of `object`'s class.
+    static func sentinelOffset(of channel: _Channel, in object: AnyObject) -> Int? {
+        let fields = fields(of: type(of: object))
+        // Unmanaged without a retain: the caller holds `object`.
+        let base = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
+        return _Registry.withLock { _ in
+            fields.first { field in
+                // A stored `_Sentinel?`, borrowed (see `Observed._sentinel`).
+                guard let address = UnsafeRawPointer(bitPattern: (base + field.sentinelOffset).load(as: UInt.self))
+                else { return false }
+                return Unmanaged<_Sentinel>.fromOpaque(address)._withUnsafeGuaranteedRef { $0.channel === channel }
+            }?.sentinelOffset
+        }
+    }
+
     /// The `@Observed` property of `type` whose sentinel lies `offset` bytes
     /// into its instances, if there is one.
     static func field(withSentinelAt offset: Int, in type: AnyClass) -> Field? {

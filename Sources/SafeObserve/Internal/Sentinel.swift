@@ -81,15 +81,18 @@ enum _SentinelIndex {
 /// ``_Registry``'s): registrations only read the object, so several may run
 /// at once, but the first observation of a property writes its storage.
 ///
-/// For the `@Observed` getter's tracking branch
-/// (``Observed/_recordAccess(_:_:sentinel:into:)``), which is handed the
-/// sentinel field `inout` and so cannot pass a closure to a `withLock`: pair
-/// it with ``_unlockSentinelCreation()``, and run no user code in between.
+/// For the `@Observed` getter's tracking branch, which reads the sentinel
+/// field (and creates the sentinel, `inout`, on the property's first
+/// observation) with the storage's own accessors, and so cannot pass a
+/// closure to a `withLock`: pair it with ``_unlockSentinelCreation()``, and
+/// run no user code in between.
+@usableFromInline
 func _lockSentinelCreation() {
     _Registry.lock()
 }
 
 /// Releases the lock taken by ``_lockSentinelCreation()``.
+@usableFromInline
 func _unlockSentinelCreation() {
     _Registry.unlock()
 }
