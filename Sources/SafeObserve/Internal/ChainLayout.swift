@@ -19,9 +19,8 @@
 ///   subclasses — every object the link can be on;
 /// - every link but the last holds a class reference (its value is the next
 ///   link's object), and the last holds the key path's value type;
-/// - the objects the tracked evaluation reached are the ones the links
-///   store: a subclass overriding a link with a getter that returns another
-///   object fails this, and keeps full re-tracking.
+/// - the root is an instance of exactly the class declaring the first link
+///   (the root never changes, and a walk needs that of every object).
 ///
 /// And one fact per walk, since a replaced link may bring an object of
 /// another class: every object holding a link is an instance of exactly the
@@ -55,7 +54,6 @@ struct _ChainLayout {
     /// - Complexity: O(*d*) in the links, the first time each class is seen
     ///   O(*p*) in its stored properties (``_ObservedFields``).
     init?(reads accesses: [_Access], root: AnyObject, valueType: Any.Type) {
-        // The root never changes: if its getter may be overridden, no walk could use the layout.
         guard accesses.count >= 2, accesses[0].object === root,
             accesses[0].isOnItsDeclaringClass
         else { return nil }
@@ -69,10 +67,7 @@ struct _ChainLayout {
             if index == accesses.count - 1 {
                 guard stored.valueType == valueType else { return nil }
             } else {
-                guard stored.valueType is AnyObject.Type,
-                    Self.storedReference(at: stored.valueOffset, in: access.object)
-                        == UnsafeRawPointer(Unmanaged.passUnretained(accesses[index + 1].object).toOpaque())
-                else { return nil }
+                guard stored.valueType is AnyObject.Type else { return nil }
             }
             links.append(
                 Link(
@@ -152,12 +147,6 @@ struct _ChainLayout {
     private static func address(of offset: Int, in object: AnyObject) -> UnsafeRawPointer {
         // Unmanaged without a retain: only an address is formed.
         UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque()) + offset
-    }
-
-    /// The class reference a link stores at `offset` in `object`, as an
-    /// address (only compared: never retained or dereferenced).
-    private static func storedReference(at offset: Int, in object: AnyObject) -> UnsafeRawPointer? {
-        address(of: offset, in: object).load(as: UnsafeRawPointer?.self)
     }
 
     /// The object a link stores at `offset` in `object` (retained: `load`

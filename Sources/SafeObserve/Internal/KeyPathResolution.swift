@@ -132,11 +132,10 @@ struct _KeyPathResolutionCache {
         return entry.keyPath === keyPath && entry.objectClass == objectClass ? entry.field : nil
     }
 
-    /// The sentinel field `keyPath` resolves to on `object`, if known (takes
-    /// the lock).
-    static func sentinelField(for keyPath: AnyKeyPath, on object: AnyObject) -> _SentinelField? {
-        let objectClass = ObjectIdentifier(type(of: object))
-        return _Registry.withLock { $0.keyPaths.field(for: keyPath, on: objectClass) }
+    /// The sentinel field `keyPath` resolves to on instances of
+    /// `objectClass`, if known (takes the lock).
+    static func sentinelField(for keyPath: AnyKeyPath, on objectClass: ObjectIdentifier) -> _SentinelField? {
+        _Registry.withLock { $0.keyPaths.field(for: keyPath, on: objectClass) }
     }
 
     /// The sentinel field of a key path equal to `keyPath`, if one was

@@ -322,8 +322,9 @@ enum _SafeObserveRegistration {
     static func channel(of keyPath: AnyKeyPath, on object: AnyObject, read: () -> Void, isSettable: () -> Bool)
         -> _Channel?
     {
-        if let field = _KeyPathResolutionCache.sentinelField(for: keyPath, on: object)
-            ?? _KeyPathResolutionCache.sentinelField(equalTo: keyPath, on: ObjectIdentifier(type(of: object)))
+        let objectClass = ObjectIdentifier(type(of: object))
+        if let field = _KeyPathResolutionCache.sentinelField(for: keyPath, on: objectClass)
+            ?? _KeyPathResolutionCache.sentinelField(equalTo: keyPath, on: objectClass)
         {
             return field.channel(in: object)
         }

@@ -63,7 +63,7 @@ struct ResolutionCacheTests {
         let first = Base()
         let listener = Peer()
         first.safeObserve(keyPath, by: listener) { _, _, _ in }
-        let field = _KeyPathResolutionCache.sentinelField(for: keyPath, on: first)
+        let field = _KeyPathResolutionCache.sentinelField(for: keyPath, on: ObjectIdentifier(Base.self))
         #expect(field != nil, "the first resolution did not record the property's sentinel field")
 
         // Other instances, including a subclass's, reach their own property.
@@ -85,7 +85,7 @@ struct ResolutionCacheTests {
         let object = Base()
         let listener = Peer()
         let token = object.safeObserve(\.name, by: listener) { _, _, _ in }
-        let field = _KeyPathResolutionCache.sentinelField(for: \Base.name, on: object)
+        let field = _KeyPathResolutionCache.sentinelField(for: \Base.name, on: ObjectIdentifier(Base.self))
         #expect(field != nil)
         if let field {
             // The metadata places `name`'s sentinel there, and nothing else's.
