@@ -101,15 +101,19 @@ public struct Observed<Value> {
                 // is the property's first observation.
                 _lockSentinelCreation()
                 defer { _unlockSentinelCreation() }
+                // Both fields read together, in one access (one exclusivity
+                // check, not two); the value's copy runs no user code.
+                let value = instance[keyPath: storageKeyPath]._value
                 // Borrowed (see `_sentinel`): `instance` is held for this call.
                 let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
                 if sentinelBits != 0 {
-                    _recordAccess(instance, wrappedKeyPath, sentinelBits: sentinelBits, into: tracker)
+                    _recordAccess(instance, sentinelBits: sentinelBits, into: tracker)
                 } else {
                     _recordAccess(
                         instance, wrappedKeyPath, creatingSentinel: &instance[keyPath: storageKeyPath]._sentinel,
                         into: tracker)
                 }
+                return value
             }
             return instance[keyPath: storageKeyPath]._value
         }
@@ -194,18 +198,15 @@ public struct Observed<Value> {
     ///
     /// Called under `_lockSentinelCreation()`; runs no user code.
     @usableFromInline
-    static func _recordAccess(
-        _ instance: AnyObject, _ wrappedKeyPath: AnyKeyPath, sentinelBits: UInt, into tracker: UnsafeMutableRawPointer
-    ) {
+    static func _recordAccess(_ instance: AnyObject, sentinelBits: UInt, into tracker: UnsafeMutableRawPointer) {
         // Unwrapped: the caller checked the bits are not zero.
         Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
             ._withUnsafeGuaranteedRef { sentinel in
-                _AccessTracker.record(
-                    _Access(object: instance, wrappedKeyPath: wrappedKeyPath, channel: sentinel.channel), into: tracker)
+                _AccessTracker.record(_Access(object: instance, channel: sentinel.channel), into: tracker)
             }
     }
 
-    /// ``_recordAccess(_:_:sentinelBits:into:)`` on the property's first
+    /// ``_recordAccess(_:sentinelBits:into:)`` on the property's first
     /// observation: creates its sentinel in `sentinel` (`nil` so far).
     ///
     /// Called under `_lockSentinelCreation()`; runs no user code.
@@ -216,15 +217,13 @@ public struct Observed<Value> {
     ) {
         // Never create a sentinel inside the object's own deinit.
         guard !_swift_isDeallocating(instance) else { return }
-        let created = _Sentinel(object: instance)
+        let created = _Sentinel(object: instance, keyPath: wrappedKeyPath)
         sentinel = created
         // Where the field is, validated later only if registration caches it.
         let base = UnsafeRawPointer(Unmanaged.passUnretained(instance).toOpaque())
         let offset = withUnsafeMutablePointer(to: &sentinel) { UnsafeRawPointer($0) - base }
         _AccessTracker.record(
-            _Access(
-                object: instance, wrappedKeyPath: wrappedKeyPath, channel: created.channel,
-                knownSentinelFieldOffset: offset),
+            _Access(object: instance, channel: created.channel, knownSentinelFieldOffset: offset),
             into: tracker)
     }
 }
