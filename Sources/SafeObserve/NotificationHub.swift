@@ -519,7 +519,7 @@ extension NotificationHub {
         ) -> (channel: _Channel, stale: _Channel?, probes: [_Channel]) {
             guard let sender else {
                 if let channel = unfilteredChannel(nameID) { return (channel, nil, []) }
-                let channel = _Channel(object: hub)
+                let channel = _Channel(object: hub, keyPath: nil)
                 if let nameID {
                     if unfiltered.count <= nameID {
                         unfiltered.append(contentsOf: repeatElement(nil, count: nameID + 1 - unfiltered.count))
@@ -537,7 +537,7 @@ extension NotificationHub {
                 stale = channel
                 _ = remove(senderChannel: channel)
             }
-            let channel = _Channel(object: sender)
+            let channel = _Channel(object: sender, keyPath: nil)
             bySender.insert(
                 SenderEntry(
                     tableKey: SenderEntry.key(nameID, id), sender: id, nameID: nameID, channel: channel,

@@ -101,7 +101,7 @@ public final class SafeObservationRegistrar: Sendable {
         guard _AccessTracker.isActive, let sentinel = sentinel(for: object, keyPath: keyPath, create: true) else {
             return
         }
-        _AccessTracker.record(_Access(object: object, wrappedKeyPath: keyPath, channel: sentinel.channel))
+        _AccessTracker.record(_Access(object: object, channel: sentinel.channel))
     }
 
     /// The sentinel of `keyPath`, created on its first observation with `create`.
@@ -129,7 +129,7 @@ public final class SafeObservationRegistrar: Sendable {
             }
             // Never create a sentinel inside the object's own deinit.
             guard create, candidate == nil, !_swift_isDeallocating(object) else { return nil }
-            candidate = _Sentinel(object: object)
+            candidate = _Sentinel(object: object, keyPath: keyPath)
         }
     }
 }

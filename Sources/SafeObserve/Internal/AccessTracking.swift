@@ -13,8 +13,6 @@ private let _currentTracker = _ThreadLocalPointer()
 struct _Access {
     /// The object whose property was read.
     let object: AnyObject
-    /// The key path of the `@Observed` property as declared (`\Counter.count`).
-    let wrappedKeyPath: AnyKeyPath
     /// The property's relation list (already created: tracking runs only when
     /// an observation is being registered).
     let channel: _Channel
@@ -22,6 +20,14 @@ struct _Access {
     /// the reader knew it (a chain's walk, or the tracked read that created
     /// the sentinel); otherwise ``sentinelFieldOffset`` finds it.
     var knownSentinelFieldOffset: Int? = nil
+
+    /// The key path of the property as declared (`\Counter.count`), which
+    /// its channel keeps.
+    var wrappedKeyPath: AnyKeyPath {
+        // Unwrapped: every recorded channel is a property's (a sentinel's),
+        // made with its key path; only a notification hub's channels have none.
+        channel.keyPath.unsafelyUnwrapped
+    }
 
     /// The byte offset of the property's sentinel field in `object`, for
     /// `@Observed` storage (`nil` for registrar-backed properties): known,
@@ -36,7 +42,7 @@ struct _Access {
 
     /// Where the property's sentinel field sits in `object`, if known and valid.
     var sentinelField: _SentinelField? {
-        sentinelFieldOffset.flatMap { _SentinelField(validating: $0, in: object) }
+        sentinelFieldOffset.flatMap { _SentinelField(validating: $0, in: object, keyPath: wrappedKeyPath) }
     }
 
     /// Whether `object` is an instance of exactly the class declaring the
@@ -98,7 +104,7 @@ struct _AccessTracker {
 
 /// The tracker of the registration resolving a key path on this thread, if
 /// any: the `@Observed` getter's one look-up of the thread-local slot, handed
-/// to ``Observed/_recordAccess(_:_:sentinel:into:)`` (opaque to the
+/// to ``Observed/_recordAccess(_:sentinelBits:into:)`` (opaque to the
 /// caller's module).
 @usableFromInline
 func _trackerOnThisThread() -> UnsafeMutableRawPointer? {

@@ -35,12 +35,11 @@
 /// under the registry lock, which sentinel creation needs).
 struct _ChainLayout {
     struct Link {
-        /// The link's sentinel field (validated in its declaring class).
+        /// The link's sentinel field (validated in its declaring class),
+        /// with the link's key path as declared (`\B.c`).
         let field: _SentinelField
         /// The byte offset of the link's `_value` field.
         let valueOffset: Int
-        /// The link's key path as declared (`\B.c`), for its dependency.
-        let wrappedKeyPath: AnyKeyPath
         /// The class declaring the link (the root type of `wrappedKeyPath`).
         let declaringClass: ObjectIdentifier
     }
@@ -71,8 +70,8 @@ struct _ChainLayout {
             }
             links.append(
                 Link(
-                    field: _SentinelField(stored), valueOffset: stored.valueOffset,
-                    wrappedKeyPath: access.wrappedKeyPath, declaringClass: ObjectIdentifier(declaring))
+                    field: _SentinelField(stored, keyPath: access.wrappedKeyPath), valueOffset: stored.valueOffset,
+                    declaringClass: ObjectIdentifier(declaring))
             )
         }
         self.links = links
@@ -97,8 +96,7 @@ struct _ChainLayout {
                 guard let channel = links[index].field.channelCreatingSentinel(in: object) else { return false }
                 accesses.append(
                     _Access(
-                        object: object, wrappedKeyPath: links[index].wrappedKeyPath,
-                        channel: consume channel, knownSentinelFieldOffset: links[index].field.offset))
+                        object: object, channel: consume channel, knownSentinelFieldOffset: links[index].field.offset))
                 if index < links.count - 1 {
                     guard let next = next(after: index, in: object) else { return false }
                     object = next

@@ -165,9 +165,18 @@ final class _Channel: Sendable {
     /// the sentinel's `deinit` never forms a reference to a dying object).
     let objectID: ObjectIdentifier
 
-    init(object: AnyObject) {
+    /// The observed property's key path as declared (`\Counter.count`, the
+    /// `@Observed` getter's own), kept here once so that a tracked read
+    /// records the channel alone; `nil` for a notification hub's channels,
+    /// which observe no property.
+    // nonisolated(unsafe): immutable, and a key path object is never mutated
+    // after it is formed (a property's captures nothing), so sharing it is safe.
+    nonisolated(unsafe) let keyPath: AnyKeyPath?
+
+    init(object: AnyObject, keyPath: AnyKeyPath?) {
         self.object = _UnretainedReference(object)
         objectID = ObjectIdentifier(object)
+        self.keyPath = keyPath
     }
 
     // MARK: Emission

@@ -153,7 +153,7 @@ class _Derivation: @unchecked Sendable {
                     on: accesses[index], options: isLeaf ? leafOptions : dependencyOptions, isLeaf: isLeaf)
             }
         }
-        for relation in action.dropped { relation.end() }
+        action.forEachDropped { $0.end() }
         // One dependency per channel (the state machine keeps those already
         // bound); a channel torn down meanwhile, or a `stop()` that ended the
         // dependency, refuses it.

@@ -74,17 +74,46 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
         self.root = _UnretainedReference(root)
     }
 
-    /// What to do after ``rebind(to:isChain:links:makeDependency:)``: end `dropped`,
-    /// attach `added`, release `abandoned` (all unlocked).
+    /// What to do after ``rebind(to:isChain:links:layout:makeDependency:)``:
+    /// end ``forEachDropped(_:)``'s dependencies, attach ``added``, release
+    /// ``abandoned`` (all unlocked).
+    ///
+    /// Nothing is copied into it: it shares the dependency lists from before
+    /// and after the re-bind (copy-on-write buffers), in which the kept
+    /// dependencies keep their order. Releasing it releases the dropped ones.
     struct RebindAction {
-        /// The dropped dependencies, then the added ones (one array: a
-        /// re-bind usually has both).
-        fileprivate(set) var changed: [Dependency] = []
-        fileprivate(set) var droppedCount = 0
+        /// The dependencies before the re-bind.
+        fileprivate(set) var previous: [Dependency] = []
+        /// The dependencies after it: the `keptCount` kept (in their order
+        /// in `previous`), then the added ones.
+        fileprivate(set) var bound: [Dependency] = []
+        fileprivate(set) var keptCount = 0
         var abandoned: [Any] = []
 
-        var dropped: ArraySlice<Dependency> { changed[..<droppedCount] }
-        var added: ArraySlice<Dependency> { changed[droppedCount...] }
+        /// The dependencies made by the re-bind, to attach.
+        var added: ArraySlice<Dependency> { bound[keptCount...] }
+
+        /// Calls `body` with each dependency the re-bind dropped, in order.
+        ///
+        /// - Complexity: O(*n*) in the dependencies before the re-bind (a
+        ///   merge: the kept ones are a subsequence of them).
+        func forEachDropped(_ body: (Dependency) -> Void) {
+            var kept = 0
+            for dependency in previous {
+                if kept < keptCount, bound[kept] === dependency {
+                    kept += 1
+                } else {
+                    body(dependency)
+                }
+            }
+        }
+
+        /// The dropped dependencies, in order (tests).
+        var dropped: [Dependency] {
+            var dropped: [Dependency] = []
+            forEachDropped { dropped.append($0) }
+            return dropped
+        }
     }
 
     /// Makes the dependencies exactly `channels` (in this order), keeping
@@ -119,68 +148,84 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
             chainLayout = isChain ? layout : nil
         }
         guard stage == .watching else { return RebindAction() }
+        leafChannel = isChain && count > 0 ? channel(count - 1) : nil
+        var next: [Dependency] = []
+        next.reserveCapacity(count)
         guard count <= 8, dependencies.count <= 8 else {
-            return rebindMany(toChannels: count, at: channel, isChain: isChain, makeDependency: makeDependency)
+            // Many (a computed property reading a collection): identity sets.
+            let wanted = Set((0..<count).map(channel))
+            for dependency in dependencies where dependency.channelID.map(wanted.contains) ?? false {
+                next.append(dependency)
+            }
+            let keptCount = next.count
+            var bound = Set(next.lazy.compactMap(\.channelID))
+            for index in 0..<count where bound.insert(channel(index)).inserted {
+                next.append(makeDependency(index))
+            }
+            return replaceDependencies(with: next, keeping: keptCount)
         }
-        // A handful (every chain one would spell): the channels' identities
-        // copied once to the stack, then linear scans — no hashing, no
-        // allocation, no call per comparison (1,400 of 31,300 instructions
-        // when a depth-8 chain re-binds). Only the `count` elements written
-        // are read; `ObjectIdentifier` is trivial, so nothing is deinitialized.
-        return withUnsafeTemporaryAllocation(of: ObjectIdentifier.self, capacity: 8) { buffer in
-            for index in 0..<count { buffer.initializeElement(at: index, to: channel(index)) }
+        // A handful (every chain one would spell): the identities of the
+        // channels read, and of those bound, copied to the stack and
+        // summarized in one-word filters; a linear scan of plain words only
+        // where a filter says an identity may be there — no hashing, no
+        // allocation, no call per comparison. Only elements written are
+        // read; `ObjectIdentifier` is trivial, so nothing is deinitialized.
+        return withUnsafeTemporaryAllocation(of: ObjectIdentifier.self, capacity: 16) { buffer in
+            var wantedFilter: UInt64 = 0
+            for index in 0..<count {
+                let id = channel(index)
+                buffer.initializeElement(at: index, to: id)
+                wantedFilter |= Self.filterBit(id)
+            }
             let wanted = UnsafeBufferPointer(rebasing: buffer[..<count])
-            var action = dropDependencies(keeping: { wanted.contains($0) }, adding: count)
+            var boundFilter: UInt64 = 0
+            var keptCount = 0
+            for dependency in dependencies {
+                guard let id = dependency.channelID, wantedFilter & Self.filterBit(id) != 0, wanted.contains(id)
+                else { continue }
+                buffer.initializeElement(at: 8 + keptCount, to: id)
+                boundFilter |= Self.filterBit(id)
+                keptCount += 1
+                next.append(dependency)
+            }
+            // Then the kept and those made so far: every channel read before.
+            var bound = 8 + keptCount
             for index in 0..<count {
                 let id = wanted[index]
-                guard !dependencies.contains(where: { $0.channelID == id }) else { continue }
-                bind(makeDependency(index), into: &action)
+                if boundFilter & Self.filterBit(id) != 0,
+                    UnsafeBufferPointer(rebasing: buffer[8..<bound]).contains(id)
+                {
+                    continue
+                }
+                buffer.initializeElement(at: bound, to: id)
+                boundFilter |= Self.filterBit(id)
+                bound += 1
+                next.append(makeDependency(index))
             }
-            leafChannel = isChain && count > 0 ? wanted[count - 1] : nil
-            return action
+            return replaceDependencies(with: next, keeping: keptCount)
         }
     }
 
-    /// ``rebind(toChannels:at:isChain:links:layout:makeDependency:)`` for
-    /// more than a handful of channels or dependencies: identity sets.
-    private mutating func rebindMany(
-        toChannels count: Int, at channel: (Int) -> ObjectIdentifier, isChain: Bool,
-        makeDependency: (Int) -> Dependency
-    ) -> RebindAction {
-        let wanted = Set((0..<count).map(channel))
-        var action = dropDependencies(keeping: { wanted.contains($0) }, adding: count)
-        var bound = Set(dependencies.lazy.compactMap(\.channelID))
-        for index in 0..<count {
-            guard bound.insert(channel(index)).inserted else { continue }
-            bind(makeDependency(index), into: &action)
-        }
-        leafChannel = isChain && count > 0 ? channel(count - 1) : nil
-        return action
-    }
-
-    /// The first half of a re-bind: drops every dependency whose channel is
-    /// not `keeping`'s, with the old values waiting for it, into a new
-    /// action with room for `count` dependencies more (one allocation).
+    /// `id`'s bit in a one-word filter of identities (objects are at least
+    /// 16-byte aligned: the low bits carry nothing).
     @inline(__always)
-    private mutating func dropDependencies(keeping: (ObjectIdentifier) -> Bool, adding count: Int) -> RebindAction {
-        var action = RebindAction()
-        action.changed.reserveCapacity(dependencies.count + count)
-        dependencies.removeAll { dependency in
-            let stays = dependency.channelID.map(keeping) ?? false
-            if !stays { action.changed.append(dependency) }
-            return !stays
-        }
-        action.droppedCount = action.changed.count
-        if action.droppedCount > 0 { action.abandoned = abandonPendingOld(of: action.changed) }
-        return action
+    private static func filterBit(_ id: ObjectIdentifier) -> UInt64 {
+        1 &<< UInt64(truncatingIfNeeded: (UInt(bitPattern: id) &>> 4) & 63)
     }
 
-    /// The second half of a re-bind: keeps the new `dependency`, and tells
-    /// `action` to attach it.
+    /// The end of a re-bind: `next` (the first `keptCount` of which were
+    /// dependencies already, in their order) becomes the dependencies.
     @inline(__always)
-    private mutating func bind(_ dependency: Dependency, into action: inout RebindAction) {
-        dependencies.append(dependency)
-        action.changed.append(dependency)
+    private mutating func replaceDependencies(with next: [Dependency], keeping keptCount: Int) -> RebindAction {
+        if keptCount == dependencies.count, next.count == keptCount {
+            return RebindAction(previous: dependencies, bound: dependencies, keptCount: keptCount)
+        }
+        var action = RebindAction(previous: dependencies, bound: next, keptCount: keptCount)
+        dependencies = next
+        if keptCount < action.previous.count, !pendingOld.isEmpty {
+            action.abandoned = abandonPendingOld(of: action.dropped)
+        }
+        return action
     }
 
     /// The user's relation and root, for a transition whose action needs

@@ -10,6 +10,8 @@
 /// instance, reach the sentinel directly.
 struct _SentinelField {
     let offset: Int
+    /// The property's key path as declared, for the sentinel's channel.
+    let keyPath: AnyKeyPath
 
     /// The field `offset` bytes into instances of `object`'s class, or `nil`
     /// if the class's metadata has no `@Observed` sentinel there (then
@@ -20,16 +22,17 @@ struct _SentinelField {
     /// sentinel of one of its `@Observed` properties. The allocator is never
     /// asked (the object may be statically allocated), and no other stored
     /// property is read (see ``_ObservedFields``).
-    init?(validating offset: Int, in object: AnyObject) {
+    init?(validating offset: Int, in object: AnyObject, keyPath: AnyKeyPath) {
         guard let field = _ObservedFields.field(withSentinelAt: offset, in: type(of: object)) else { return nil }
-        self.init(field)
+        self.init(field, keyPath: keyPath)
     }
 
     /// The sentinel field of `field`, which the type metadata of a class
     /// described (so it is valid in instances of that class and its
-    /// subclasses).
-    init(_ field: _ObservedFields.Field) {
+    /// subclasses); `keyPath` is the property's, as declared.
+    init(_ field: _ObservedFields.Field, keyPath: AnyKeyPath) {
         offset = field.sentinelOffset
+        self.keyPath = keyPath
     }
 
     /// The channel of the property at this offset in `object`, creating its
@@ -52,7 +55,7 @@ struct _SentinelField {
         }
         // Never create a sentinel inside the object's own deinit.
         guard !_swift_isDeallocating(object) else { return nil }
-        let sentinel = _Sentinel(object: object)
+        let sentinel = _Sentinel(object: object, keyPath: keyPath)
         field.pointee = sentinel
         return sentinel.channel
     }

@@ -16,8 +16,9 @@
     @usableFromInline
     let channel: _Channel
 
-    init(object: AnyObject) {
-        channel = _Channel(object: object)
+    /// The sentinel of the property `keyPath` (as declared) of `object`.
+    init(object: AnyObject, keyPath: AnyKeyPath) {
+        channel = _Channel(object: object, keyPath: keyPath)
         _SentinelIndex.insert(channel)
     }
 
