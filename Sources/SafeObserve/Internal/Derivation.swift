@@ -157,7 +157,7 @@ class _Derivation: @unchecked Sendable {
         // One dependency per channel (the state machine keeps those already
         // bound); a channel torn down meanwhile, or a `stop()` that ended the
         // dependency, refuses it.
-        for relation in action.added where relation.channel?.add(relation) != true {
+        for relation in action.added where !relation.attachToChannel() {
             relation.end()
         }
         _ = action.abandoned  // released unlocked

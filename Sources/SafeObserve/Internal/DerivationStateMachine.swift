@@ -206,11 +206,12 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
         }
     }
 
-    /// `id`'s bit in a one-word filter of identities (objects are at least
-    /// 16-byte aligned: the low bits carry nothing).
+    /// `id`'s bit in a one-word filter of identities: the top six bits of a
+    /// multiplicative (Fibonacci) hash of the address, which spreads
+    /// addresses that differ only in a few middle bits.
     @inline(__always)
     private static func filterBit(_ id: ObjectIdentifier) -> UInt64 {
-        1 &<< UInt64(truncatingIfNeeded: (UInt(bitPattern: id) &>> 4) & 63)
+        1 &<< ((UInt64(UInt(bitPattern: id)) &* 0x9E37_79B9_7F4A_7C15) &>> 58)
     }
 
     /// The end of a re-bind: `next` (the first `keptCount` of which were

@@ -191,6 +191,13 @@ class _Relation: @unchecked Sendable {
         proxy.retireIfEmpty()
     }
 
+    /// Adds the relation to its channel; `false` if the channel refused it
+    /// (torn down, or the relation ended meanwhile) or it has none.
+    final func attachToChannel() -> Bool {
+        // Optional chaining borrows the channel (`self` is held for the call).
+        channel?.add(self) == true
+    }
+
     /// Ends the relation and detaches it from both sides, once.
     final func end() {
         guard markEnded() else { return }
