@@ -250,6 +250,44 @@ struct DerivationStateMachineTests {
         #expect(machine.isChain(links: [ids[1], ids[0]]) == nil)
     }
 
+    /// Random re-binds, on both paths (a handful of channels, and more than
+    /// eight), checked against the obvious model: the dependencies kept keep
+    /// their order and object, one is made for each other channel at its
+    /// first read, the rest are dropped in order, and the action says
+    /// exactly that.
+    @Test(arguments: [1, 2, 3, 4])
+    func rebind_matchesTheModel_overRandomSequencesOfReads(seed: UInt64) {
+        var random = SplitMix64(seed: seed)
+        let pool = (0..<20).map { _ in Token() }
+        let poolIDs = pool.map(ObjectIdentifier.init)
+        var machine = Machine()
+        machine.start(relation: relation, root: root)
+        for _ in 0..<300 {
+            let count = Int(random.next() % 13)
+            // Mostly from a few channels (re-reads, kept ones), sometimes from all.
+            let spread = random.next() % 3 == 0 ? poolIDs.count : 6
+            let reads = (0..<count).map { _ in poolIDs[Int(random.next() % UInt64(spread))] }
+            let before = machine.dependencies
+            let kept = before.filter { reads.contains($0.channelID!) }
+            var expectedMade: [Int] = []
+            for (index, id) in reads.enumerated()
+            where !kept.contains(where: { $0.channelID == id }) && !reads[..<index].contains(id) {
+                expectedMade.append(index)
+            }
+            var made: [Int] = []
+            let action = machine.rebind(to: reads, isChain: random.next() % 2 == 0) { index in
+                made.append(index)
+                return Dependency(reads[index])
+            }
+            #expect(made == expectedMade)
+            #expect(machine.dependencies.prefix(kept.count).elementsEqual(kept, by: ===))
+            #expect(machine.dependencies.dropFirst(kept.count).map(\.channelID) == expectedMade.map { reads[$0] })
+            #expect(action.added.elementsEqual(machine.dependencies.dropFirst(kept.count), by: ===))
+            #expect(action.dropped.elementsEqual(before.filter { d in !kept.contains { $0 === d } }, by: ===))
+        }
+        _ = pool
+    }
+
     @Test func aDependencyNotMadeAsTheLeaf_capturesAndEvaluates_evenOnTheLeafChannel() {
         var machine = watching([ids[0], ids[1]], isChain: true)
         guard case .capture = machine.willChange(channel: ids[1], forwards: false) else {
