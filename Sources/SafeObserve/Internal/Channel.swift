@@ -161,9 +161,14 @@ final class _Channel: Sendable {
     /// (its sentinel may outlive it in a copy of the storage).
     let object: _UnretainedReference
 
-    /// The observed object's identity (taken while it was alive, so that
-    /// the sentinel's `deinit` never forms a reference to a dying object).
-    let objectID: ObjectIdentifier
+    /// The observed object's identity: its address, taken while it was
+    /// alive (so that the sentinel's `deinit` never forms a reference to a
+    /// dying object), which ``object`` keeps.
+    var objectID: ObjectIdentifier {
+        // unsafeBitCast: an object's identity is its address; used as an
+        // identity only, never as a reference.
+        unsafeBitCast(object.address, to: ObjectIdentifier.self)
+    }
 
     /// The observed property's key path as declared (`\Counter.count`, the
     /// `@Observed` getter's own), kept here once so that a tracked read
@@ -175,7 +180,6 @@ final class _Channel: Sendable {
 
     init(object: AnyObject, keyPath: AnyKeyPath?) {
         self.object = _UnretainedReference(object)
-        objectID = ObjectIdentifier(object)
         self.keyPath = keyPath
     }
 
