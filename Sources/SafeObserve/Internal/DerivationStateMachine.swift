@@ -108,7 +108,8 @@ struct _DerivationStateMachine<Dependency: _DerivationDependency> {
             }
         }
 
-        /// The dropped dependencies, in order (tests).
+        /// The dropped dependencies, in order (an array: for the old values
+        /// waiting for them, and tests).
         var dropped: [Dependency] {
             var dropped: [Dependency] = []
             forEachDropped { dropped.append($0) }
