@@ -109,8 +109,11 @@ public struct Observed<Value> {
                 if sentinelBits != 0 {
                     _recordAccess(instance, sentinelBits: sentinelBits, into: tracker)
                 } else {
+                    // The declared key path is formed only here, inside the
+                    // closure: passed as a value, it was formed (and
+                    // released) on every read, tracked or not.
                     _recordAccess(
-                        instance, wrappedKeyPath, creatingSentinel: &instance[keyPath: storageKeyPath]._sentinel,
+                        instance, { wrappedKeyPath }, creatingSentinel: &instance[keyPath: storageKeyPath]._sentinel,
                         into: tracker)
                 }
                 return value
@@ -207,17 +210,19 @@ public struct Observed<Value> {
     }
 
     /// ``_recordAccess(_:sentinelBits:into:)`` on the property's first
-    /// observation: creates its sentinel in `sentinel` (`nil` so far).
+    /// observation: creates its sentinel in `sentinel` (`nil` so far), whose
+    /// channel keeps the key path `wrappedKeyPath` forms (the property's,
+    /// as declared).
     ///
     /// Called under `_lockSentinelCreation()`; runs no user code.
     @usableFromInline
     static func _recordAccess(
-        _ instance: AnyObject, _ wrappedKeyPath: AnyKeyPath, creatingSentinel sentinel: inout _Sentinel?,
+        _ instance: AnyObject, _ wrappedKeyPath: () -> AnyKeyPath, creatingSentinel sentinel: inout _Sentinel?,
         into tracker: UnsafeMutableRawPointer
     ) {
         // Never create a sentinel inside the object's own deinit.
         guard !_swift_isDeallocating(instance) else { return }
-        let created = _Sentinel(object: instance, keyPath: wrappedKeyPath)
+        let created = _Sentinel(object: instance, keyPath: wrappedKeyPath())
         sentinel = created
         // Where the field is, validated later only if registration caches it.
         let base = UnsafeRawPointer(Unmanaged.passUnretained(instance).toOpaque())
