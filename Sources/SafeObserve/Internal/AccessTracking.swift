@@ -24,9 +24,9 @@ struct _Access {
     /// The key path of the property as declared (`\Counter.count`), which
     /// its channel keeps.
     var wrappedKeyPath: AnyKeyPath {
-        // Unwrapped: every recorded channel is a property's (a sentinel's),
-        // made with its key path; only a notification hub's channels have none.
-        channel.keyPath.unsafelyUnwrapped
+        // Every recorded channel is a property's (a sentinel's), made with
+        // its key path; only a notification hub's channels have none.
+        channel.keyPath!
     }
 
     /// The byte offset of the property's sentinel field in `object`, for
