@@ -91,10 +91,11 @@ public struct Observed<Value> {
     ) -> Value {
         @inline(__always) get {
             if _activeTrackers.load(ordering: .relaxed) != 0, let tracker = _trackerOnThisThread() {
-                // Only here does the declared key path escape (registration
-                // compares it with the one being observed); everything else
-                // is a direct projection that the optimizer folds.
-                // Registrations only read the object, so several may run at
+                // Only here, on the property's first observation, does the
+                // declared key path escape (its channel keeps it, and
+                // registration compares it with the one being observed);
+                // everything else is a direct projection that the optimizer
+                // folds. Registrations only read the object, so several may run at
                 // once, on several threads: the sentinel field is only
                 // touched under this lock, and only read — a modify access
                 // would conflict with the other threads' reads — unless this

@@ -40,7 +40,7 @@ struct _ChainLayout {
         let field: _SentinelField
         /// The byte offset of the link's `_value` field.
         let valueOffset: Int
-        /// The class declaring the link (the root type of `wrappedKeyPath`).
+        /// The class declaring the link (the root type of `field.keyPath`).
         let declaringClass: ObjectIdentifier
     }
 
