@@ -1,0 +1,137 @@
+extension NotificationHub {
+    /// The notifications named `name`, as an asynchronous sequence.
+    ///
+    /// ```swift
+    /// for await notification in hub.notifications(named: .unreadCountChanged) {
+    ///     badge.count = notification.payload
+    /// }
+    /// ```
+    ///
+    /// Each iterator observes from the moment it is made until the sequence
+    /// ends: the consuming task is cancelled (which ends the observation at
+    /// once), the iterator is dropped, or the hub dies. With a sender, it
+    /// also finishes when the sender dies: inside the sender's `deinit` if
+    /// it adopts ``SafeObserver``, otherwise when the sweep of dead
+    /// listeners finds it dead (as a plain listener's relations end).
+    /// Nothing is yielded after the sender died. Neither the sequence nor
+    /// its iterator keeps the hub or the sender alive.
+    ///
+    /// - Parameters:
+    ///   - name: The name to observe.
+    ///   - sender: Only notifications posted by this object, if given.
+    ///   - buffering: What is kept for a consumer that falls behind; every
+    ///     notification by default.
+    /// - Returns: A sequence of ``PostedNotification`` values.
+    public func notifications<Payload>(
+        named name: NotificationName<Payload>, from sender: AnyObject? = nil,
+        buffering: ObservationBuffering = .unbounded
+    ) -> PostedNotifications<Payload> {
+        PostedNotifications(hub: self, name: name, sender: sender, buffering: buffering)
+    }
+}
+
+/// The notifications of one name, as an asynchronous sequence (made by
+/// ``NotificationHub/notifications(named:from:buffering:)``).
+///
+/// ```swift
+/// for await notification in hub.notifications(named: .unreadCountChanged) { print(notification.payload) }
+/// ```
+public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
+    /// One notification.
+    ///
+    /// ```swift
+    /// for await notification in hub.notifications(named: .unreadCountChanged) { print(notification.payload) }
+    /// ```
+    public typealias Element = PostedNotification<Payload>
+    /// The sequence never throws.
+    ///
+    /// ```swift
+    /// for await _ in hub.notifications(named: .unreadCountChanged) { }   // no `try`
+    /// ```
+    public typealias Failure = Never
+
+    @usableFromInline let hub: _UnretainedReference
+    @usableFromInline let name: NotificationName<Payload>
+    @usableFromInline let sender: _UnretainedReference?
+    @usableFromInline let buffering: ObservationBuffering
+
+    init(hub: NotificationHub, name: NotificationName<Payload>, sender: AnyObject?, buffering: ObservationBuffering) {
+        self.hub = _UnretainedReference(hub)
+        self.name = name
+        self.sender = sender.map { _UnretainedReference($0) }
+        self.buffering = buffering
+    }
+
+    /// Observes the name until the iterator is cancelled, dropped, or the
+    /// hub dies.
+    ///
+    /// ```swift
+    /// var iterator = hub.notifications(named: .unreadCountChanged).makeAsyncIterator()
+    /// let next = await iterator.next()
+    /// ```
+    public func makeAsyncIterator() -> AsyncIterator {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: Element.self, bufferingPolicy: buffering.policy(for: Element.self))
+        let relay = _StreamRelay()
+        let target = hub.load().map { unsafeDowncast($0, to: NotificationHub.self) }
+        let senderObject = sender?.load()
+        guard let target, sender == nil || senderObject != nil else {
+            continuation.finish()
+            return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
+        }
+        // The finisher finishes the stream when the relation (and so this
+        // handler) is released, however it ends.
+        let finisher = _StreamFinisher(continuation)
+        let token = target._observe(name.id, senderObject, relay, hoppingTo: nil) {
+            (_: _StreamRelay, notification: Element) in
+            finisher.continuation.yield(notification)
+        }
+        // The sender's death finishes the stream: a finalizer on the sender's
+        // side, run inside its `deinit` if it is a `SafeObserver`, when the
+        // sweep of dead listeners finds it otherwise.
+        var finalizer: (proxy: _ListenerProxy, id: Int)?
+        if let senderObject, let proxy = _ListenerProxy.of(senderObject, create: true) {
+            if let id = proxy.addFinalizer({ continuation.finish() }) {
+                finalizer = (proxy, id)
+            } else {
+                continuation.finish()
+            }
+        }
+        continuation.onTermination = { [finalizer] _ in
+            token.invalidate()
+            if let finalizer { finalizer.proxy.removeFinalizer(finalizer.id) }
+        }
+        if !token.isActive { continuation.finish() }
+        return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
+    }
+
+    /// Yields the notifications; see ``PostedNotifications``.
+    ///
+    /// ```swift
+    /// while let notification = await iterator.next() { print(notification.payload) }
+    /// ```
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<Element>.Iterator
+        /// The listener of the relation: it ends when the iterator dies.
+        let relay: _StreamRelay
+
+        /// The next notification, or `nil` once the sequence finished.
+        ///
+        /// ```swift
+        /// let notification = await iterator.next()
+        /// ```
+        public mutating func next() async -> Element? {
+            await base.next()
+        }
+
+        /// The next notification, or `nil` once the sequence finished,
+        /// awaited in the caller's isolation.
+        ///
+        /// ```swift
+        /// let notification = await iterator.next(isolation: #isolation)
+        /// ```
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
+            await base.next(isolation: actor)
+        }
+    }
+}
