@@ -10,8 +10,12 @@
 /// delivers.
 ///
 /// A change reaches each single-property relation in store order: when a
-/// handler changes the property it observes, relations later in the list are
-/// told the nested (newer) change first and skip the older one.
+/// handler changes the property it observes, the nested (newer) change is
+/// delivered at once. A relation later in the list that asks for neither
+/// `.old` nor `.prior` is told the newer change and skips the older one; one
+/// that asks for either is told the older change first (its deliveries
+/// chain: each old value is the new value it was told before, and each
+/// change follows its own prior).
 ///
 /// Notifications follow the DocC article "Notifications": a post reaches the
 /// name's unfiltered observers, then those filtered on its sender, each list
@@ -70,8 +74,12 @@ public struct ReferenceModel {
         /// Notification relations: the sender filtered on died.
         var isSenderGone = false
         /// Single-property relations: the store number of the newest change
-        /// delivered (an older one reaching the relation later is skipped).
+        /// delivered, or of the last one stored before the relation was made
+        /// (an older one reaching the relation later is skipped).
         var lastChange = 0
+        /// Single-property relations asking for `.prior`: told a prior
+        /// whose change it was not told yet.
+        var awaitsChangeOfPrior = false
         /// Derived only: the dependency entries, in the order they were bound.
         var dependencies: [Int] = []
         /// Derived only: old values evaluated in a prior phase, waiting for
@@ -92,6 +100,9 @@ public struct ReferenceModel {
     var channelLists: [Channel: [Int]] = [:]
     /// Changes stored per channel: each change's number, in store order.
     var storeCounts: [Channel: Int] = [:]
+    /// The changes whose change phase is being delivered, innermost last:
+    /// their channel, number and values.
+    var inFlight: [(channel: Channel, sequence: Int, old: Int, new: Int?)] = []
     /// The notification channels that exist (made by a registration, kept
     /// for the hub's life, or until a sweep finds their sender dead), with
     /// their relations in the order they were added.
@@ -217,6 +228,7 @@ public struct ReferenceModel {
                 handler: handler, listener: listener, object: object, property: property,
                 options: options, reaction: reaction))
         let index = relations.count - 1
+        relations[index].lastChange = storeCounts[Channel(object: object, property: property)] ?? 0
         let (value, reads) = evaluate(object, property)
         if relations[index].isDerived {
             rebind(index, to: reads)
@@ -288,14 +300,18 @@ public struct ReferenceModel {
         let channel = Channel(object: object, property: property)
         let snapshot = channelLists[channel] ?? []
         let old = property < 2 ? objects[object]!.values[property] : 0  // single relations: `first`/`second` only
+        let priorStart = storeCounts[channel] ?? 0
         for entry in snapshot {
             let index = entries[entry].relation
             if entries[entry].isDependency {
                 if relations[index].capturesOld { dependencyChanged(entry, isPrior: true) }
             } else if relations[index].options & 8 != 0 {  // .prior
-                reach(index, new: nil, old: old, prior: true)
+                reach(index, new: nil, old: old, prior: true, sequence: priorStart, channel: channel)
             }
         }
+        // A prior handler may have changed the property: the change starts
+        // from the value stored now.
+        let changeOld = property < 2 ? objects[object]!.values[property] : 0
         if property < 2 {
             objects[object]!.values[property] = value!
         } else {
@@ -309,13 +325,17 @@ public struct ReferenceModel {
         }
         storeCounts[channel, default: 0] += 1
         let sequence = storeCounts[channel]!
+        inFlight.append((channel, sequence, changeOld, value))
         for entry in snapshot {
             if entries[entry].isDependency {
                 dependencyChanged(entry, isPrior: false)
             } else {
-                reach(entries[entry].relation, new: value, old: old, prior: false, sequence: sequence)
+                reach(
+                    entries[entry].relation, new: value, old: changeOld, prior: false, sequence: sequence,
+                    channel: channel)
             }
         }
+        inFlight.removeLast()
         if let newLink {
             objects[newLink]!.pins -= 1
             releaseObject(newLink, unpinning: true)
@@ -326,21 +346,52 @@ public struct ReferenceModel {
 
     /// A change reaching a relation: delivered if it is live and its listener
     /// alive; a relation whose plain listener died ends here.
-    private mutating func reach(_ index: Int, new: Int?, old: Int, prior: Bool, sequence: Int = 0) {
+    ///
+    /// `sequence`: the change's number; for a prior, the number of the last
+    /// change stored before its phase began.
+    private mutating func reach(_ index: Int, new: Int?, old: Int, prior: Bool, sequence: Int, channel: Channel) {
         guard !relations[index].isEnded else { return }
         guard listeners[relations[index].listener]!.isAlive else {
             endRelation(index)
             return
         }
-        if !prior {
-            // A nested change stored later was delivered first: skip this one.
-            guard relations[index].lastChange < sequence else { return }
-            relations[index].lastChange = sequence
+        // A nested change stored later was delivered first: skip this one.
+        if !prior { guard relations[index].lastChange < sequence else { return } }
+        guard relations[index].options & (2 | 8) != 0 else {
+            if !prior { relations[index].lastChange = sequence }
+            deliver(
+                index, new: relations[index].options & 1 != 0 && !prior ? new : nil, old: nil, prior: prior,
+                initial: false)
+            return
         }
+        // Chained: first the enclosing changes it was not told, outermost first.
+        for record in inFlight.dropLast(prior ? 0 : 1)
+        where record.channel == channel && relations[index].lastChange < record.sequence {
+            guard !relations[index].isEnded else { return }
+            tell(index, new: record.new, old: record.old, sequence: record.sequence)
+        }
+        guard !relations[index].isEnded else { return }
+        if prior {
+            guard !relations[index].awaitsChangeOfPrior, relations[index].lastChange <= sequence else { return }
+            relations[index].awaitsChangeOfPrior = true
+            deliver(index, new: nil, old: relations[index].options & 2 != 0 ? old : nil, prior: true, initial: false)
+        } else {
+            tell(index, new: new, old: old, sequence: sequence)
+        }
+    }
+
+    /// Tells a chained relation one change, after its prior if it asks for
+    /// one and was not told it.
+    private mutating func tell(_ index: Int, new: Int?, old: Int, sequence: Int) {
+        relations[index].lastChange = sequence
         let options = relations[index].options
+        if options & 8 != 0, !relations[index].awaitsChangeOfPrior {
+            deliver(index, new: nil, old: options & 2 != 0 ? old : nil, prior: true, initial: false)
+            guard !relations[index].isEnded else { return }
+        }
+        relations[index].awaitsChangeOfPrior = false
         deliver(
-            index, new: options & 1 != 0 && !prior ? new : nil, old: options & 2 != 0 ? old : nil, prior: prior,
-            initial: false)
+            index, new: options & 1 != 0 ? new : nil, old: options & 2 != 0 ? old : nil, prior: false, initial: false)
     }
 
     /// A change reaching a dependency: the prior phase evaluates the old

@@ -149,8 +149,13 @@ public struct Observed<Value> {
             // out of line, and every read of the value stays here.
             let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
             let emission = sentinelBits == 0 ? nil : _beginInPlaceChange(of: instance, sentinelBits: sentinelBits)
-            let old: Value? = emission?.needsOld == true ? instance[keyPath: storageKeyPath]._value : nil
-            if let emission { _deliverPrior(emission, of: instance, old: old) }
+            var old: Value? = emission?.needsOld == true ? instance[keyPath: storageKeyPath]._value : nil
+            if let emission, emission.hasPrior {
+                _deliverPrior(emission, of: instance, old: old, sentinelBits: sentinelBits)
+                // A prior handler may have changed the property: the change
+                // starts from the value stored now.
+                if emission.needsOld { old = instance[keyPath: storageKeyPath]._value }
+            }
             // After the access ends, so handlers may read the property. An
             // abandoned access resumes only this `defer`.
             var didMutate = false
@@ -176,8 +181,11 @@ public struct Observed<Value> {
 
     /// Delivers the prior phase of an in-place change.
     @usableFromInline @inline(never)
-    static func _deliverPrior(_ emission: _Channel.Emission, of instance: some SafeObservable, old: Value?) {
-        emission.deliverPrior(root: instance, old: old)
+    static func _deliverPrior(
+        _ emission: _Channel.Emission, of instance: some SafeObservable, old: Value?, sentinelBits: UInt
+    ) {
+        Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
+            ._withUnsafeGuaranteedRef { emission.deliverPrior(root: instance, old: old, channel: $0.channel) }
     }
 
     /// `_modify` of an observed property, after the access ended: delivers

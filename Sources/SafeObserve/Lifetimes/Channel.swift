@@ -47,7 +47,10 @@ final class _Channel: Sendable {
         /// nested change is delivered at once, so a relation later in the
         /// list is told the newer change first; the older change's phase is
         /// then skipped for it (its handler would otherwise see values go
-        /// back, and end on a stale one). Dependencies of derived key paths
+        /// back, and end on a stale one). That is this loop, for relations
+        /// that receive new values only; when some ask for `.old` or
+        /// `.prior`, ``deliverInOrder(root:change:phase:sequence:channel:enclosing:)``
+        /// tells such a relation the older change first. Dependencies of derived key paths
         /// that re-evaluate the key path always deliver its current value and
         /// are never skipped; the last link of a chain forwards the change
         /// itself, so it is ordered like any relation.
@@ -104,10 +107,10 @@ final class _Channel: Sendable {
         /// Delivers the prior phase (before the store) to the relations that
         /// asked for `.prior`, if any.
         @inlinable @inline(__always)
-        func deliverPrior<Value>(root: AnyObject, old: Value?) {
+        func deliverPrior<Value>(root: AnyObject, old: Value?, channel: _Channel) {
             guard hasPrior else { return }
             withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
-                deliver(root: root, change: $0, phase: .prior, sequence: 0)
+                deliverPriorInOrder(root: root, change: $0, channel: channel)
             }
         }
 
@@ -125,18 +128,139 @@ final class _Channel: Sendable {
         @usableFromInline
         func deliverChange(root: AnyObject, change: UnsafeRawPointer, channel: _Channel) {
             let sequence = channel.changeCount.wrappingAdd(1, ordering: .relaxed).newValue
-            deliver(root: root, change: change, phase: .change, sequence: sequence)
+            if needsOld || hasPrior {
+                deliverChangeInOrder(root: root, change: change, channel: channel, sequence: sequence)
+            } else {
+                deliver(root: root, change: change, phase: .change, sequence: sequence)
+            }
+        }
+
+        // MARK: Nested changes
+
+        /// The prior phase of a change of a property some of whose relations
+        /// ask for `.old` or `.prior` (see ``deliverInOrder(root:change:phase:sequence:channel:enclosing:)``).
+        @usableFromInline @inline(never)
+        func deliverPriorInOrder(root: AnyObject, change: UnsafeRawPointer, channel: _Channel) {
+            let sequence = channel.changeCount.load(ordering: .relaxed)
+            deliverInOrder(
+                root: root, change: change, phase: .prior, sequence: sequence, channel: channel,
+                enclosing: _InFlightChange.innermost)
+        }
+
+        /// The change phase of a change of a property some of whose relations
+        /// ask for `.old` or `.prior`: filed as in flight on this thread while
+        /// it is delivered, so that a change a handler nests in it tells the
+        /// relations this one has not reached yet about it first.
+        @inline(never)
+        func deliverChangeInOrder(root: AnyObject, change: UnsafeRawPointer, channel: _Channel, sequence: UInt64) {
+            let enclosing = _InFlightChange.innermost
+            var record = _InFlightChange(
+                channel: ObjectIdentifier(channel), sequence: sequence, change: change, enclosing: enclosing)
+            withUnsafePointer(to: &record) { record in
+                _InFlightChange.innermost = record
+                defer { _InFlightChange.innermost = enclosing }
+                deliverInOrder(
+                    root: root, change: change, phase: .change, sequence: sequence, channel: channel,
+                    enclosing: enclosing)
+            }
+        }
+
+        /// Delivers one phase so that the deliveries of each relation asking
+        /// for `.old` or `.prior` chain: its first old value is the value when
+        /// it was added, each old value is the new value it was told last,
+        /// each change comes after its prior (for relations asking for
+        /// `.prior`), and a change nested in another (a handler changed the
+        /// property) never reaches it before that other one. Other relations
+        /// are delivered as by ``deliver(root:change:phase:sequence:)``.
+        ///
+        /// - A relation the changes this one is nested in (`enclosing`, in
+        ///   flight on this thread) have not reached yet is told them first,
+        ///   outermost first (they skip it later).
+        /// - Prior phase (`sequence`: the number of the last change stored
+        ///   before it): a relation still waiting for the change of a prior
+        ///   it was told is skipped (that prior, a prior handler's change
+        ///   nested in it, stands for it); so is one already told a change
+        ///   stored after this phase began.
+        /// - Change phase: a relation asking for `.prior` that was not told
+        ///   this change's prior (it was added meanwhile, or the prior it was
+        ///   told went to a nested change) is told it first.
+        ///
+        /// - Complexity: O(*n* × *d*), *n* relations of this property and *d*
+        ///   changes of it in flight on this thread (1 unless a handler
+        ///   changes the property it is told about).
+        func deliverInOrder(
+            root: AnyObject, change: UnsafeRawPointer, phase: _Phase, sequence: UInt64, channel: _Channel,
+            enclosing: UnsafePointer<_InFlightChange>?
+        ) {
+            forEachLiveRelation(phase: phase) { relation, listener in
+                if phase == .change, relation.ordersChanges {
+                    // Told about a newer change already: skip this one.
+                    guard relation.lastChange.load(ordering: .relaxed) < sequence else { return }
+                }
+                // New values only (nothing to chain), or a dependency that
+                // evaluates its key path anew: as ``deliver(root:change:phase:sequence:)``.
+                guard relation.ordersChanges, !relation.options.isDisjoint(with: [.old, .prior]) else {
+                    if phase == .change, relation.ordersChanges {
+                        relation.lastChange.store(sequence, ordering: .relaxed)
+                    }
+                    relation.deliver(listener, root, change, phase)
+                    return
+                }
+                if let enclosing { catchUp(relation, listener, root: root, from: enclosing, channel: channel) }
+                if phase == .prior {
+                    guard !relation.awaitsChangeOfPrior.load(ordering: .relaxed),
+                        relation.lastChange.load(ordering: .relaxed) <= sequence
+                    else { return }
+                    relation.awaitsChangeOfPrior.store(true, ordering: .relaxed)
+                    relation.deliver(listener, root, change, .prior)
+                } else {
+                    tellChange(relation, listener, root: root, change: change, sequence: sequence)
+                }
+            }
+        }
+
+        /// Tells `relation` the changes of `channel`'s property in flight
+        /// from `record` outwards that it was not told yet, outermost first.
+        private func catchUp(
+            _ relation: _Relation, _ listener: AnyObject, root: AnyObject,
+            from record: UnsafePointer<_InFlightChange>, channel: _Channel
+        ) {
+            if let enclosing = record.pointee.enclosing {
+                catchUp(relation, listener, root: root, from: enclosing, channel: channel)
+            }
+            guard record.pointee.channel == ObjectIdentifier(channel),
+                relation.lastChange.load(ordering: .relaxed) < record.pointee.sequence,
+                relation.isActive
+            else { return }
+            tellChange(relation, listener, root: root, change: record.pointee.change, sequence: record.pointee.sequence)
+        }
+
+        /// Tells `relation` the change numbered `sequence`, after its prior
+        /// if it asks for one and was not told it.
+        private func tellChange(
+            _ relation: _Relation, _ listener: AnyObject, root: AnyObject, change: UnsafeRawPointer, sequence: UInt64
+        ) {
+            relation.lastChange.store(sequence, ordering: .relaxed)
+            if relation.options.contains(.prior), !relation.awaitsChangeOfPrior.load(ordering: .relaxed) {
+                // The change's own old value is its prior's.
+                relation.deliver(listener, root, change, .prior)
+                guard relation.isActive else { return }
+            }
+            relation.awaitsChangeOfPrior.store(false, ordering: .relaxed)
+            relation.deliver(listener, root, change, .change)
         }
 
         /// The mutation threw after the prior phase: no change follows it.
         /// Derivations drop the old values they captured in that phase (so
-        /// none outlives the change it was for); nothing is delivered.
+        /// none outlives the change it was for), and relations await no
+        /// change for the prior they were told; nothing is delivered.
         @inline(never)
         @usableFromInline
         func abandonPriorPhase(root: AnyObject) {
-            for case let relation? in relations
-            where relation.isDependency && relation.options.contains(.prior) && relation.isActive {
-                guard let derivation = probe.load(relation.listener) else { continue }
+            for case let relation? in relations where relation.options.contains(.prior) && relation.isActive {
+                // No change follows the prior it was told.
+                relation.awaitsChangeOfPrior.store(false, ordering: .relaxed)
+                guard relation.isDependency, let derivation = probe.load(relation.listener) else { continue }
                 // No change: the phase says so, and `change` is never read.
                 withUnsafePointer(to: ()) { relation.deliver(derivation, root, $0, .priorAbandoned) }
             }
@@ -155,7 +279,7 @@ final class _Channel: Sendable {
     /// Counts the changes of the property as they are stored (each change
     /// phase takes the next number), so that a relation can tell an older
     /// change from a newer one it was already told about.
-    let changeCount = Atomic<UInt64>(0)
+    @usableFromInline let changeCount = Atomic<UInt64>(0)
 
     /// The observed object, never kept alive: identity, and whether it died
     /// (its sentinel may outlive it in a copy of the storage).
@@ -203,8 +327,13 @@ final class _Channel: Sendable {
     ) rethrows -> Result {
         guard let emission = beginEmission(on: root) else { return try mutate() }
         defer { emission.end(root: root) }
-        let old: Value? = emission.needsOld ? readOld() : nil
-        emission.deliverPrior(root: root, old: old)
+        var old: Value? = emission.needsOld ? readOld() : nil
+        if emission.hasPrior {
+            emission.deliverPrior(root: root, old: old, channel: self)
+            // A prior handler may have changed the property: the change
+            // starts from the value stored now.
+            if emission.needsOld { old = readOld() }
+        }
         // Folds away when `mutate` cannot throw (an `@Observed` setter).
         var didMutate = false
         defer { if !didMutate, emission.hasPrior { emission.abandonPriorPhase(root: root) } }
@@ -388,3 +517,25 @@ final class _Channel: Sendable {
         }
     }
 }
+
+/// A change of one property whose change phase is being delivered on this
+/// thread, for a property some of whose relations ask for `.old` or `.prior`:
+/// the innermost is ``innermost``, and each links to the one it is nested in
+/// (see ``_Channel/Emission/deliverInOrder(root:change:phase:sequence:channel:)``).
+struct _InFlightChange {
+    let channel: ObjectIdentifier
+    let sequence: UInt64
+    /// The change (an `ObservedChange<Value>` of the property), on the stack
+    /// of the frame delivering it.
+    let change: UnsafeRawPointer
+    let enclosing: UnsafePointer<_InFlightChange>?
+
+    /// The innermost change in flight on this thread. The slot points into
+    /// the frame delivering that change, which restores it before returning.
+    static var innermost: UnsafePointer<_InFlightChange>? {
+        get { _innermostChange.value.map { UnsafePointer($0.assumingMemoryBound(to: _InFlightChange.self)) } }
+        set { _innermostChange.value = newValue.map { UnsafeMutableRawPointer(mutating: $0) } }
+    }
+}
+
+private let _innermostChange = _ThreadLocalPointer()

@@ -104,8 +104,15 @@ class _Relation: @unchecked Sendable {
 
     private final let active = Atomic<Bool>(true)
 
+    /// Whether the handler was told a prior notification whose change it has
+    /// not been told yet (so the prior of a change nested inside that one is
+    /// not delivered to it: see ``_Channel/Emission``). Beside `active`, in
+    /// what would be padding.
+    final let awaitsChangeOfPrior = Atomic<Bool>(false)
+
     /// The number (``_Channel/changeCount``) of the newest change delivered
-    /// to the handler; an older one reaching it later is skipped.
+    /// to the handler, or of the last change stored before the relation was
+    /// added; an older one reaching it later is skipped.
     final let lastChange = Atomic<UInt64>(0)
 
     /// Index in the channel's relation list, or -1.
@@ -142,6 +149,9 @@ class _Relation: @unchecked Sendable {
         self.listener = _UnretainedHandle(proxy.listener)
         self.proxy = proxy
         self.channel = channel
+        // Changes stored before count as told: a change nested in one of
+        // them never makes this relation be told that one.
+        if let channel { lastChange.store(channel.changeCount.load(ordering: .relaxed), ordering: .relaxed) }
     }
 
     /// Whether the relation still delivers changes.

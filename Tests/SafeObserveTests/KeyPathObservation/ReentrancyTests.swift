@@ -186,7 +186,7 @@ private final class TokenBox: Sendable {
 @Suite("Nested changes never reach a relation out of order")
 struct NestedChangeOrderTests {
     @Test(arguments: [false, true])
-    func aLaterListener_isToldTheNewestChange_andNeverAnOlderOneAfterIt(inPlace: Bool) {
+    func aLaterListener_isToldEachNestedChange_andNeverAnOlderOneAfterANewerOne(inPlace: Bool) {
         let counter = Counter()
         let mutating = Listener()
         let later = Listener()
@@ -199,10 +199,12 @@ struct NestedChangeOrderTests {
         }
         counter.count = 1
         #expect(counter.count == 3)
-        #expect(later.log == ["2->3"], "the older changes came after the newest: \(later.log)")
+        // Each change, in the order stored: never an older one after a newer
+        // one, nor an old value it was not told as new.
+        #expect(later.log == ["0->1", "1->2", "2->3"], "out of order, or not chained: \(later.log)")
     }
 
-    @Test func listenersUpToTheMutatingOne_seeEveryChange_andTheRestTheNewest() {
+    @Test func listenersAfterTheMutatingOne_areToldEveryChange_inOrder_whenTheNewestReachesThem() {
         let counter = Counter()
         let log = EventLog()
         let listeners = (0..<3).map { _ in Listener() }
@@ -214,14 +216,16 @@ struct NestedChangeOrderTests {
         }
         counter.count = 1
         #expect(
-            log.entries == ["0: 0->1", "1: 0->1", "0: 1->2", "1: 1->2", "0: 2->3", "1: 2->3", "2: 2->3"])
+            log.entries == [
+                "0: 0->1", "1: 0->1", "0: 1->2", "1: 1->2", "0: 2->3", "1: 2->3", "2: 0->1", "2: 1->2", "2: 2->3",
+            ])
         for index in 0..<3 {
             #expect(log.entries.last { $0.hasPrefix("\(index):") }?.hasSuffix("->3") == true)
         }
         withExtendedLifetime(listeners) {}  // optimized builds may release them after their last use
     }
 
-    @Test func aPriorPhaseStillPrecedesEveryDeliveredChange() {
+    @Test func eachNestedChange_isToldAfterItsOwnPrior() {
         let counter = Counter()
         let mutating = Listener()
         let later = Listener()
@@ -232,7 +236,8 @@ struct NestedChangeOrderTests {
             later.record(change.isPrior ? "prior \(change.oldValue!)" : "\(change.oldValue!)->\(change.newValue!)")
         }
         counter.count = 1
-        #expect(later.log == ["prior 0", "prior 1", "1->2"])
+        // Each change after its own prior.
+        #expect(later.log == ["prior 0", "0->1", "prior 1", "1->2"])
     }
 
     @Test func aChangeMadeInThePriorPhase_isOverwrittenByTheOuterStore_andThatIsToldLast() {
@@ -248,6 +253,71 @@ struct NestedChangeOrderTests {
         counter.count = 1
         #expect(counter.count == 1)
         #expect(later.log == ["10", "1"])
+    }
+
+    @Test func aLaterListenerOfNewValuesOnly_mayBeToldTheNewestAlone() {
+        let counter = Counter()
+        let mutating = Listener()
+        let later = Listener()
+        counter.safeObserve(\.count, by: mutating) { _, counter, change in
+            if change.newValue! < 3 { counter.count = change.newValue! + 1 }
+        }
+        counter.safeObserve(\.count, by: later) { later, _, change in later.record("\(change.newValue!)") }
+        counter.count = 1
+        // Without old values nothing needs chaining: the skipped changes
+        // merge into the newest, and none comes after it.
+        #expect(later.log == ["3"])
+    }
+
+    @Test func aChangeMadeInThePriorPhase_chainsTheOldValuesOfLaterListeners() {
+        let counter = Counter()
+        let mutating = Listener()
+        let later = Listener()
+        counter.safeObserve(\.count, by: mutating, options: [.prior]) { mutating, counter, change in
+            guard change.isPrior, mutating.log.isEmpty else { return }
+            mutating.record("set")
+            counter.count = 10
+        }
+        counter.safeObserve(\.count, by: later, options: [.old, .new, .prior]) { later, _, change in
+            later.record(change.isPrior ? "prior \(change.oldValue!)" : "\(change.oldValue!)->\(change.newValue!)")
+        }
+        counter.count = 1
+        #expect(counter.count == 1)
+        // The prior told first stands for the nested change; the outer change
+        // starts from the value the nested one stored, after a prior of it.
+        #expect(later.log == ["prior 0", "0->10", "prior 10", "10->1"])
+    }
+
+    /// Every listener position, mutating in the handler by setting or in
+    /// place, with and without `.prior`: each listener's deliveries chain
+    /// from the value before the outermost change to the current value, and
+    /// each prior is followed by its change.
+    @Test(arguments: [false, true], [false, true])
+    func nestedChanges_chainEveryListenersDeliveries(inPlace: Bool, withPrior: Bool) {
+        for mutatorIndex in 0..<4 {
+            let counter = Counter()
+            let listeners = (0..<4).map { _ in Listener() }
+            var options: ObservationOptions = [.old, .new]
+            if withPrior { options.insert(.prior) }
+            for (index, listener) in listeners.enumerated() {
+                counter.safeObserve(\.count, by: listener, options: options) { listener, counter, change in
+                    if change.isPrior {
+                        listener.record("prior \(change.oldValue!)")
+                        return
+                    }
+                    listener.record("\(change.oldValue!)->\(change.newValue!)")
+                    guard index == mutatorIndex, change.newValue! < 4 else { return }
+                    if inPlace { counter.count += 1 } else { counter.count = change.newValue! + 1 }
+                }
+            }
+            counter.count = 1
+            #expect(counter.count == 4)
+            for (index, listener) in listeners.enumerated() {
+                let problems = chainProblems(listener.log, from: 0, to: counter.count, withPrior: withPrior)
+                #expect(problems.isEmpty, "listener \(index), mutator \(mutatorIndex): \(problems) in \(listener.log)")
+            }
+            withExtendedLifetime(listeners) {}
+        }
     }
 
     @Test func aChangeOfAnotherProperty_orAnotherObject_isDeliveredAtOnce() {
@@ -392,4 +462,33 @@ private actor EvaluationRecorder {
         model.count = 1
         return (model.reads, token.isActive)
     }
+}
+
+/// What breaks the chain of one relation's deliveries (`"prior OLD"` and
+/// `"OLD->NEW"` entries): the first old value is `initial`, each old value
+/// is the previous new value, the last new value is `current`, and with
+/// `withPrior` each change comes right after a prior of the same old value.
+func chainProblems(_ log: [String], from initial: Int, to current: Int, withPrior: Bool) -> [String] {
+    var problems: [String] = []
+    var value = initial
+    var pendingPrior: Int?
+    for entry in log {
+        if entry.hasPrefix("prior ") {
+            let old = Int(entry.dropFirst(6))!
+            if pendingPrior != nil { problems.append("two priors in a row at \(entry)") }
+            if old != value { problems.append("\(entry) after value \(value)") }
+            pendingPrior = old
+            continue
+        }
+        let parts = entry.split(separator: ">")
+        let old = Int(parts[0].dropLast())!
+        let new = Int(parts[1])!
+        if old != value { problems.append("\(entry) after value \(value)") }
+        if withPrior, pendingPrior != old { problems.append("\(entry) without its prior") }
+        pendingPrior = nil
+        value = new
+    }
+    if value != current { problems.append("ends at \(value), not \(current)") }
+    if pendingPrior != nil { problems.append("a prior without its change") }
+    return problems
 }
