@@ -17,8 +17,8 @@ enum QuickStart {
         counter.count += 1  // the handler runs now, on this thread, after the store
         // Nothing to clean up. When `counter` dies, the relation ends in its deinit.
         // When `label` dies, the handler is never called again; the relation and what
-        // the handler captured are released no later than the next change of `count`
-        // (in `label`'s deinit if its class adopts `SafeObserver`).
+        // the handler captured are released at the latest when the next change of
+        // `count` reaches it (in `label`'s deinit if its class adopts `SafeObserver`).
         // end example
         #expect(label.history == ["0 → 0", "0 → 1"])
     }
@@ -37,7 +37,7 @@ enum QuickStart {
         #expect(SafeObservation.relations(observedBy: label).isEmpty)
     }
 
-    @Test("README: quick start — a dead plain label's relation ends no later than the next change")
+    @Test("README: quick start — a dead plain label’s relation ends at the latest when the next change reaches it")
     static func listenerDeath() {
         let counter = Counter()
         let captured = Captured()
