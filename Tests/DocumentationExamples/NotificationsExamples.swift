@@ -25,7 +25,7 @@ struct NotificationsArticle {
         NotificationHub.default.unobserve(by: badge)
     }
 
-    @Test("Notifications.md: a dead plain badge’s observation ends at the latest when the next post of the name reaches it")
+    @Test("Notifications.md: a dead plain badge’s observation ends by the time the next post reaches it")
     func badgeDeath() {
         let hub = NotificationHub()
         let captured = Badge()
