@@ -22,12 +22,22 @@ final class Label {
 
 /// Waits (polling, with a deadline) until `condition` holds, and returns it;
 /// the condition is evaluated in the caller's isolation.
+///
+/// Gives up only after `seconds` *and* 2,000 polls (each poll waits for the
+/// caller's actor, which other tests may keep busy for a while in a full
+/// run), and after two minutes whatever happened: never hangs.
 func eventually(
     within seconds: Double = 5, isolation: isolated (any Actor)? = #isolation, _ condition: () -> Bool
 ) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
+    let clock = ContinuousClock()
+    let start = clock.now
+    var polls = 0
     while !condition() {
-        guard ContinuousClock.now < deadline else { return false }
+        let elapsed = clock.now - start
+        if elapsed > .seconds(120) || (polls >= 2_000 && elapsed > .milliseconds(Int(seconds * 1_000))) {
+            return false
+        }
+        polls += 1
         try? await Task.sleep(for: .milliseconds(2))
     }
     return true
