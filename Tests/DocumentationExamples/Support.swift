@@ -23,9 +23,11 @@ final class Label {
 /// Waits (polling, with a deadline) until `condition` holds, and returns it;
 /// the condition is evaluated in the caller's isolation.
 ///
-/// Gives up only after `seconds` *and* 2,000 polls (each poll waits for the
-/// caller's actor, which other tests may keep busy for a while in a full
-/// run), and after two minutes whatever happened: never hangs.
+/// Gives up only after `seconds` *and* 2,000 polls, as the suite's own
+/// `eventually` does: each poll waits for the caller's actor, and in a full
+/// run (more so under a sanitizer) the synchronous tests keep the two
+/// cooperative threads busy for minutes, during which no poll happens. After
+/// 30 minutes it gives up whatever happened, so it never hangs.
 func eventually(
     within seconds: Double = 5, isolation: isolated (any Actor)? = #isolation, _ condition: () -> Bool
 ) async -> Bool {
@@ -34,7 +36,7 @@ func eventually(
     var polls = 0
     while !condition() {
         let elapsed = clock.now - start
-        if elapsed > .seconds(120) || (polls >= 2_000 && elapsed > .milliseconds(Int(seconds * 1_000))) {
+        if elapsed > .seconds(1_800) || (polls >= 2_000 && elapsed > .milliseconds(Int(seconds * 1_000))) {
             return false
         }
         polls += 1
