@@ -108,5 +108,15 @@ let package = Package(
             dependencies: ["SafeObserveFoundation"],
             swiftSettings: swiftSettings
         ),
+        // Every Swift example of README.md and the DocC articles, compiled as
+        // a reader would paste it (with only the scaffolding the prose
+        // implies) and, where it runs, run with assertions of what the prose
+        // says it does. `.ci/doc-examples` checks that each example in the
+        // documents is here.
+        .testTarget(
+            name: "DocumentationExamples",
+            dependencies: ["SafeObserve", "SafeObserveFoundation"],
+            swiftSettings: swiftSettings
+        ),
     ]
 )

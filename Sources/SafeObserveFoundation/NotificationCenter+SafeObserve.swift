@@ -9,7 +9,7 @@ extension NotificationCenter {
     /// code posts through `NotificationCenter`.
     ///
     /// ```swift
-    /// NotificationCenter.default.safeObserve(.NSSystemClockDidChange, by: clock) { clock, _ in
+    /// NotificationCenter.default.safeObserve(.NSSystemTimeZoneDidChange, by: clock) { clock, _ in
     ///     clock.refresh()
     /// }
     /// // Nothing to remove: the observation ends when `clock` dies.
@@ -66,7 +66,7 @@ extension NotificationCenter {
     /// if given, or the unfiltered one) on this center. Idempotent.
     ///
     /// ```swift
-    /// NotificationCenter.default.safeUnobserve(.NSSystemClockDidChange, by: clock)
+    /// NotificationCenter.default.safeUnobserve(.NSSystemTimeZoneDidChange, by: clock)
     /// ```
     ///
     /// - Parameters:

@@ -5,6 +5,11 @@
 //   InstructionCounts wall <index> <iterations>   (asynchronous scenarios)
 //   InstructionCounts memory
 //
+// A scenario that does not finish (a wait that overruns BENCHMARK_WAIT_LIMIT
+// seconds, or a run that overruns BENCHMARK_TIME_LIMIT) prints
+// "InstructionCounts: FAILED: <scenario>: <reason>" on stderr and exits with
+// status 3.
+//
 // instructions.sh drives it; run that instead.
 
 import CMallocStats
@@ -29,12 +34,17 @@ case "run", "wall":
     guard arguments.count == 4, let index = Int(arguments[2]), let iterations = Int(arguments[3]) else {
         fatalError("usage: InstructionCounts run|wall <index> <iterations>")
     }
+    // Bounded (issue 31, item 19): past BENCHMARK_TIME_LIMIT seconds the
+    // scenario is reported failed and the process exits with status 3; each
+    // wait of an asynchronous scenario is bounded by BENCHMARK_WAIT_LIMIT.
     if index < Scenarios.all.count {
+        Watchdog.arm(scenario: index)
         Scenarios.all[index].run(iterations)
     } else {
         // The main actor runs once the main thread runs the main run loop
         // (which valgrind supports; dispatchMain() crashes it).
         let scenario = Scenarios.concurrent[index - Scenarios.all.count]
+        Watchdog.arm(scenario: index)
         let timed = arguments[1] == "wall"
         Task.detached {
             if timed {

@@ -45,19 +45,46 @@ final class SharedObservableModel: @unchecked Sendable {
 
 /// Hands control back to a waiting producer: the consumer calls `resume()`
 /// when it has the value it waited for. The same mechanism for every peer.
+///
+/// Every wait is bounded (issue 31, item 19): `Watchdog` fails the scenario
+/// when one wait lasts longer than `Watchdog.waitLimit`, naming what it
+/// awaited. A `resume()` that finds nobody waiting does nothing, so a wait
+/// whose resume came too early, or never, is reported instead of hanging.
 final class Handoff: Sendable {
-    private let waiting = Mutex<UnsafeContinuation<Void, Never>?>(nil)
+    private struct State {
+        var continuation: UnsafeContinuation<Void, Never>?
+        /// Waits begun, so that the watchdog tells one long wait from many.
+        var waits = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// What the producer waits for, for failure reports.
+    let awaited: String
+
+    init(awaiting awaited: String) {
+        self.awaited = awaited
+        Watchdog.watch(self)
+    }
 
     /// Suspends until `resume()`; `body` runs once the continuation is stored.
     func wait(_ body: () -> Void) async {
         await withUnsafeContinuation { continuation in
-            waiting.withLock { $0 = continuation }
+            state.withLock {
+                $0.continuation = continuation
+                $0.waits &+= 1
+            }
             body()
         }
     }
 
     func resume() {
-        waiting.withLock { $0.take() }?.resume()
+        state.withLock { $0.continuation.take() }?.resume()
+    }
+
+    /// The number of the wait under way, `nil` when nobody waits.
+    var currentWait: Int? {
+        state.withLock { $0.continuation == nil ? nil : $0.waits }
     }
 }
 
@@ -68,9 +95,11 @@ final class MainActorSink {
     private var count = 0
     private var total = 0
     private var target = Int.max
-    let handoff = Handoff()
+    let handoff: Handoff
 
-    nonisolated init() {}
+    nonisolated init(awaiting awaited: String) {
+        handoff = Handoff(awaiting: awaited)
+    }
 
     func add(_ value: Int) {
         total &+= value
@@ -92,7 +121,7 @@ extension Scenarios {
             operation: "change off the main actor, delivered on it (one at a time)",
             peer: "Task { @MainActor } per change (floor)"
         ) { n in
-            let sink = MainActorSink()
+            let sink = MainActorSink(awaiting: "the main-actor task of each change")
             for i in 0..<n {
                 await sink.handoff.wait {
                     Task { @MainActor in
@@ -107,7 +136,7 @@ extension Scenarios {
             peer: "SafeObserve, main-actor handler"
         ) { n in
             let model = SharedSafeModel()
-            let sink = MainActorSink()
+            let sink = MainActorSink(awaiting: "the delivery of each change")
             let token = await MainActor.run {
                 model.safeObserve(\.value, by: sink) { sink, _, change in
                     sink.add(change.newValue!)
@@ -122,7 +151,7 @@ extension Scenarios {
             peer: "Observation Observations on the main actor"
         ) { n in
             let model = SharedObservableModel()
-            let sink = MainActorSink()
+            let sink = MainActorSink(awaiting: "Observations to yield each change")
             let consumer = await sink.handoff.waitForStart {
                 Task { @MainActor in
                     for await value in Observations({ model.value }) {
@@ -139,7 +168,7 @@ extension Scenarios {
             peer: "OpenCombine receive(on: main queue)"
         ) { n in
             let subject = PassthroughSubject<Int, Never>()
-            let sink = MainActorSink()
+            let sink = MainActorSink(awaiting: "the delivery of each change")
             let cancellable = subject.receive(on: DispatchQueue.main.ocombine).sink { value in
                 MainActor.assumeIsolated {
                     sink.add(value)
@@ -157,7 +186,7 @@ extension Scenarios {
             operation: "change off the main actor, delivered on it (burst)",
             peer: "Task { @MainActor } per change (floor)"
         ) { n in
-            let sink = MainActorSink()
+            let sink = MainActorSink(awaiting: "all \(n) main-actor tasks")
             await MainActor.run { sink.expect(n) }
             await sink.handoff.wait {
                 for i in 0..<n { Task { @MainActor in sink.add(i) } }
@@ -167,7 +196,7 @@ extension Scenarios {
             operation: "change off the main actor, delivered on it (burst)", peer: "SafeObserve, main-actor handler"
         ) { n in
             let model = SharedSafeModel()
-            let sink = MainActorSink()
+            let sink = MainActorSink(awaiting: "\(n) deliveries, one per change (none may be merged or lost)")
             let token = await MainActor.run {
                 sink.expect(n)
                 return model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
@@ -182,7 +211,7 @@ extension Scenarios {
             peer: "SafeObserve, main-actor handler, .coalesced"
         ) { n in
             let model = SharedSafeModel()
-            let sink = MainActorSink()
+            let sink = MainActorSink(awaiting: "the delivery of the last change, \(n)")
             let token = await MainActor.run {
                 model.safeObserve(\.value, by: sink, options: [.new, .coalesced]) { sink, _, change in
                     sink.add(change.newValue!)
@@ -199,7 +228,7 @@ extension Scenarios {
             peer: "Observation Observations on the main actor"
         ) { n in
             let model = SharedObservableModel()
-            let sink = MainActorSink()
+            let sink = MainActorSink(awaiting: "Observations to yield the last value, \(n)")
             let consumer = await sink.handoff.waitForStart {
                 Task { @MainActor in
                     for await value in Observations({ model.value }) {
@@ -217,7 +246,7 @@ extension Scenarios {
             operation: "change off the main actor, delivered on it (burst)", peer: "OpenCombine receive(on: main queue)"
         ) { n in
             let subject = PassthroughSubject<Int, Never>()
-            let sink = MainActorSink()
+            let sink = MainActorSink(awaiting: "\(n) deliveries, one per change")
             await MainActor.run { sink.expect(n) }
             let cancellable = subject.receive(on: DispatchQueue.main.ocombine).sink { value in
                 MainActor.assumeIsolated { sink.add(value) }
@@ -233,7 +262,7 @@ extension Scenarios {
     static let sequences: [AsyncScenario] = [
         AsyncScenario(operation: "element of an async sequence, yield + next", peer: "AsyncStream (floor)") { n in
             let (stream, continuation) = AsyncStream.makeStream(of: Int.self, bufferingPolicy: .bufferingNewest(1))
-            let handoff = Handoff()
+            let handoff = Handoff(awaiting: "the consumer of each element")
             let consumer = Task.detached {
                 for await _ in stream { handoff.resume() }
             }
@@ -243,7 +272,7 @@ extension Scenarios {
         },
         AsyncScenario(operation: "element of an async sequence, yield + next", peer: "SafeObserve values()") { n in
             let model = SharedSafeModel()
-            let handoff = Handoff()
+            let handoff = Handoff(awaiting: "values() to yield each change")
             let consumer = await handoff.waitForStart {
                 Task.detached {
                     for await _ in model.values(\.value) { handoff.resume() }
@@ -254,7 +283,7 @@ extension Scenarios {
         },
         AsyncScenario(operation: "element of an async sequence, yield + next", peer: "Observation Observations") { n in
             let model = SharedObservableModel()
-            let handoff = Handoff()
+            let handoff = Handoff(awaiting: "Observations to yield each change")
             let consumer = await handoff.waitForStart {
                 Task.detached {
                     for await _ in Observations({ model.value }) { handoff.resume() }

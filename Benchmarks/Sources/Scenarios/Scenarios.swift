@@ -1000,7 +1000,11 @@ public enum Scenarios {
                     done.leave()
                 }.start()
             }
-            done.wait()
+            // Bounded (issue 31, item 19): a thread that never finishes fails
+            // the scenario instead of hanging it.
+            if done.wait(timeout: .now() + .seconds(Watchdog.waitLimit)) == .timedOut {
+                Watchdog.fail("waited more than \(Watchdog.waitLimit) s for both threads (BENCHMARK_WAIT_LIMIT)")
+            }
             blackHole((models, sinks))
         },
     ]

@@ -102,7 +102,7 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
     ///
     /// ```swift
     /// var changes = counter.changes(\.count).makeAsyncIterator()
-    /// let first = await changes.next()
+    /// let first = await changes.next(isolation: #isolation)
     /// ```
     @inlinable
     public func makeAsyncIterator() -> AsyncIterator {
@@ -134,8 +134,11 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
     ///
     /// ```swift
     /// var iterator = counter.changes(\.count).makeAsyncIterator()
-    /// while let change = await iterator.next() { print(change.newValue!) }
+    /// while let change = await iterator.next(isolation: #isolation) { print(change.newValue!) }
     /// ```
+    ///
+    /// `for await` calls ``next(isolation:)``, which awaits in the caller's
+    /// isolation; ``next()`` compiles only from nonisolated code.
     public struct AsyncIterator: AsyncIteratorProtocol {
         @usableFromInline var base: AsyncStream<Element>.Iterator
         /// The listener of the relation: it ends when the iterator dies.
@@ -147,11 +150,19 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
             self.relay = relay
         }
 
-        /// The next change, or `nil` once the sequence finished.
+        /// The next change, or `nil` once the sequence finished, awaited off
+        /// any actor.
         ///
         /// ```swift
-        /// let change = await iterator.next()
+        /// nonisolated func next(of iterator: inout ObservedChanges<Counter, Int>.AsyncIterator) async
+        ///     -> ObservedChange<Int>?
+        /// {
+        ///     await iterator.next()
+        /// }
         /// ```
+        ///
+        /// It compiles only from nonisolated code (the iterator is not
+        /// `Sendable`); from an actor, call ``next(isolation:)``.
         @inlinable
         public mutating func next() async -> Element? {
             await base.next()

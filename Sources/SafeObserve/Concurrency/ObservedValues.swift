@@ -26,7 +26,7 @@ public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequen
     ///
     /// ```swift
     /// var values = counter.values(\.count).makeAsyncIterator()
-    /// let current = await values.next()
+    /// let current = await values.next(isolation: #isolation)
     /// ```
     @inlinable
     public func makeAsyncIterator() -> AsyncIterator {
@@ -37,8 +37,11 @@ public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequen
     ///
     /// ```swift
     /// var iterator = counter.values(\.count).makeAsyncIterator()
-    /// while let count = await iterator.next() { print(count) }
+    /// while let count = await iterator.next(isolation: #isolation) { print(count) }
     /// ```
+    ///
+    /// `for await` calls ``next(isolation:)``, which awaits in the caller's
+    /// isolation; ``next()`` compiles only from nonisolated code.
     public struct AsyncIterator: AsyncIteratorProtocol {
         @usableFromInline var base: ObservedChanges<Root, Value>.AsyncIterator
 
@@ -47,11 +50,17 @@ public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequen
             self.base = base
         }
 
-        /// The next value, or `nil` once the sequence finished.
+        /// The next value, or `nil` once the sequence finished, awaited off
+        /// any actor.
         ///
         /// ```swift
-        /// let count = await iterator.next()
+        /// nonisolated func next(of iterator: inout ObservedValues<Counter, Int>.AsyncIterator) async -> Int? {
+        ///     await iterator.next()
+        /// }
         /// ```
+        ///
+        /// It compiles only from nonisolated code (the iterator is not
+        /// `Sendable`); from an actor, call ``next(isolation:)``.
         @inlinable
         public mutating func next() async -> Value? {
             // Unwrapped: every element carries `.new` or `.initial`.

@@ -335,7 +335,10 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
     /// ```
     ///
     /// Objects, and the key paths of one object, are listed in no particular
-    /// order. Relations whose observed object died are not listed.
+    /// order. Relations whose observed object died are not listed. Key paths
+    /// are named as ``ObservationToken/debugDescription`` names them (a key
+    /// path formed through a protocol requirement prints as
+    /// `\Inbox.<computed 0x… (Int)>`).
     ///
     /// - Complexity: O(*n*) in the relations of this controller.
     public var debugDescription: String {

@@ -146,6 +146,13 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
     /// print(token.debugDescription)
     /// // ObservationToken(\Counter.count, listener: Label, options: [.new], active)
     /// ```
+    ///
+    /// The key path of an `@Observed` property is named as in source. Any
+    /// other is printed as Swift prints it, with `<computed 0x… (Type)>` for
+    /// each computed component: a chain or computed property, and also a key
+    /// path formed through a protocol requirement (`\T.count` in code generic
+    /// over a protocol declaring `count`), which is another key path than the
+    /// property's, observed as a derived one, and names neither.
     public var debugDescription: String {
         guard let keyPath else { return "ObservationToken(inert)" }
         let listenerName = listener.map { String(describing: type(of: $0)) } ?? "<released>"

@@ -8,6 +8,14 @@
 /// property's accessors are untouched, so reads and writes pay nothing.
 /// Bounded: past 4,096 key paths (a program building key paths dynamically),
 /// new ones keep their standard description.
+///
+/// Not named: a key path formed through a protocol requirement (`\T.count`
+/// in code generic over a protocol declaring `count`). Its one component is
+/// the requirement's accessor, not the property's, so it is not equal to the
+/// property's key path and is observed as a derived key path; nothing in it
+/// names the requirement (the standard description's own symbol look-up
+/// finds none), and naming it after the one property it read would name a
+/// forwarding computed property wrongly. `KeyPathNamesTests` pins it.
 enum _KeyPathNames {
     private static let limit = 4_096
 

@@ -67,7 +67,7 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
     ///
     /// ```swift
     /// var iterator = hub.notifications(named: .unreadCountChanged).makeAsyncIterator()
-    /// let next = await iterator.next()
+    /// let next = await iterator.next(isolation: #isolation)
     /// ```
     public func makeAsyncIterator() -> AsyncIterator {
         let (stream, continuation) = AsyncStream.makeStream(
@@ -108,18 +108,29 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
     /// Yields the notifications; see ``PostedNotifications``.
     ///
     /// ```swift
-    /// while let notification = await iterator.next() { print(notification.payload) }
+    /// while let notification = await iterator.next(isolation: #isolation) { print(notification.payload) }
     /// ```
+    ///
+    /// `for await` calls ``next(isolation:)``, which awaits in the caller's
+    /// isolation; ``next()`` compiles only from nonisolated code.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var base: AsyncStream<Element>.Iterator
         /// The listener of the relation: it ends when the iterator dies.
         let relay: _StreamRelay
 
-        /// The next notification, or `nil` once the sequence finished.
+        /// The next notification, or `nil` once the sequence finished,
+        /// awaited off any actor.
         ///
         /// ```swift
-        /// let notification = await iterator.next()
+        /// nonisolated func next(of iterator: inout PostedNotifications<Int>.AsyncIterator) async
+        ///     -> PostedNotification<Int>?
+        /// {
+        ///     await iterator.next()
+        /// }
         /// ```
+        ///
+        /// It compiles only from nonisolated code (the iterator is not
+        /// `Sendable`); from an actor, call ``next(isolation:)``.
         public mutating func next() async -> Element? {
             await base.next()
         }
