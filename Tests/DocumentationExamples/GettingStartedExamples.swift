@@ -71,11 +71,12 @@ enum GettingStarted {
             label.text = "\(change.oldValue!) → \(change.newValue!)"
         }
         counter.count = 1
-        // clamp was told 0 → 1, 1 → 2, 2 → 3; label was told 2 → 3 only.
+        // clamp was told 0 → 1, 1 → 2, 2 → 3; so was label, in that order, once
+        // the change to 3 reached it.
         // (KVO tells label 2 → 3, then 1 → 2, then 0 → 1, leaving it showing 1.)
         // end example
         #expect(counter.count == 3)
-        #expect(label.history == ["2 → 3"])
+        #expect(label.history == ["0 → 1", "1 → 2", "2 → 3"])
     }
 
     @Test("GettingStarted.md: when player dies the relation ends; when board dies, by the next change")

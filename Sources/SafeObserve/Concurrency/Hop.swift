@@ -1,71 +1,108 @@
 import Synchronization
 
+/// The part of a hop its mailbox calls (not generic).
+@usableFromInline
+// @unchecked Sendable: subclasses only (`_Hop`, which states its invariant).
+class _AnyHop: @unchecked Sendable {
+    /// On the executor: delivers the queued changes filed as `count`
+    /// consecutive tickets from `firstTicket`, those still waiting. A closure
+    /// rather than an override, formed where the relation is registered, so
+    /// that it runs specialized code (a generic class's overrides are not).
+    @usableFromInline let deliverQueued: @Sendable (_ hop: _AnyHop, _ firstTicket: UInt64, _ count: Int) -> Void
+
+    @usableFromInline
+    init(deliverQueued: @escaping @Sendable (_ hop: _AnyHop, _ firstTicket: UInt64, _ count: Int) -> Void) {
+        self.deliverQueued = deliverQueued
+    }
+
+    /// The actor died: the relation ends and the queue is dropped.
+    @usableFromInline
+    func actorDied() {}
+}
+
 /// Delivers the changes of one isolated relation (a handler registered from
 /// an actor) on that actor.
 ///
 /// A change made on the actor is delivered at once, synchronously, after any
-/// change still queued for the relation. A change made elsewhere is queued,
-/// and the first change queued schedules one job on the actor that delivers
-/// the queue, in order. When the job runs it drops every queued change if
-/// the relation ended, the listener died or the object died meanwhile.
+/// change still queued for the relation. A change made elsewhere is queued
+/// here and filed in the executor's ``_Mailbox``, whose job delivers every
+/// relation's queued changes on the actor in the order they were made. When
+/// its turn comes, a queued change is dropped if the relation ended, the
+/// listener died or the object died meanwhile.
 ///
 /// The hop is owned by the relation's delivery thunk, so it dies with the
-/// relation, releasing the handler and its captures; a scheduled job does
-/// not keep it alive. Neither the hop nor a job keeps the listener, the object or the
-/// actor alive: they are reached through liveness-probed references.
+/// relation, releasing the handler and its captures; the mailbox holds it
+/// unretained. Neither the hop nor its queue keeps the listener, the object
+/// or the actor alive: they are reached through liveness-probed references.
 @usableFromInline
 // @unchecked Sendable: `handler` is called only on the hop's actor (the
-// caller checks `isOnActorAfterQueued()`, or is the job scheduled on it);
-// `state` is reached only under its lock; everything else is immutable or
-// atomic.
-final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendable {
+// caller checks `isOnActorAfterQueued()`, or is the mailbox's job on it);
+// `queue` is reached only under the mailbox's lock; everything else is
+// immutable or atomic.
+final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @unchecked Sendable {
     // The generic paths are inlinable, so that they are specialized where
     // the relation is registered: unspecialized, each would look up the
     // metadata of the queue's types at every change.
 
-    /// The handler's actor's executor, for the same-actor check. Its identity
-    /// stays unique while `actorReference` keeps the actor's allocation.
-    @usableFromInline let executor: UnownedSerialExecutor
     /// The handler. Not Sendable: see above.
     @usableFromInline let handler: (Listener, Root, ObservedChange<Value>) -> Void
-    /// Whether changes are queued (mirrors `state`, written under its lock):
+    /// Whether changes are queued (mirrors `queue`, written under the lock):
     /// the same-actor path reads it without locking.
     @usableFromInline let hasPending = Atomic<Bool>(false)
-    /// Whether the actor is the main actor.
-    @usableFromInline let isMainActor: Bool
     /// The relation's options (what the thunk hands the handler of a change).
     @usableFromInline let options: ObservationOptions
     /// Whether the relation receives the new value alone (the usual case,
     /// built without testing each option).
     @usableFromInline let receivesNewValueOnly: Bool
     @usableFromInline let root: _UnretainedReference
-    /// Keeps the actor's allocation (so `executor` never names another
-    /// actor), never the actor itself.
-    @usableFromInline let actorReference: _UnretainedReference
-    @usableFromInline let state = _Mutex(State())
+    /// The actor's executor's deliveries.
+    @usableFromInline let mailbox: _Mailbox
+    /// The mailbox's executor and whether it is the main actor's, kept here
+    /// too: the same-actor check reads them on every change made there.
+    @usableFromInline let executor: UnownedSerialExecutor
+    @usableFromInline let isMainActor: Bool
+    /// The relation's queued changes.
+    // nonisolated(unsafe), @exclusivity(unchecked): read and written only
+    // under `mailbox.state`'s lock, which makes every access exclusive.
+    @exclusivity(unchecked) @usableFromInline nonisolated(unsafe) var queue = Queue()
 
     /// A hop to `actor` for a relation on `root`.
-    @usableFromInline
-    init(
+    @inlinable
+    convenience init(
         actor: any Actor, root: Root, options: ObservationOptions,
         handler: @escaping (Listener, Root, ObservedChange<Value>) -> Void
     ) {
-        executor = actor.unownedExecutor
+        self.init(mailbox: _Mailbox.of(actor), root: root, options: options, handler: handler) {
+            hop, firstTicket, count in
+            // unsafeDowncast: the mailbox calls this with this hop only.
+            let hop = unsafeDowncast(hop, to: _Hop.self)
+            for ticket in firstTicket..<firstTicket &+ UInt64(count) { hop.deliverNext(ticket: ticket) }
+        }
+    }
+
+    @usableFromInline
+    init(
+        mailbox: _Mailbox, root: Root, options: ObservationOptions,
+        handler: @escaping (Listener, Root, ObservedChange<Value>) -> Void,
+        deliverQueued: @escaping @Sendable (_AnyHop, UInt64, Int) -> Void
+    ) {
+        self.mailbox = mailbox
+        executor = mailbox.executor
+        isMainActor = mailbox.isMainActor
         self.handler = handler
         self.options = options
         receivesNewValueOnly = options.intersection([.new, .old, .prior]) == .new
         self.root = _UnretainedReference(root)
-        actorReference = _UnretainedReference(actor)
-        isMainActor = actor === MainActor.shared
+        super.init(deliverQueued: deliverQueued)
     }
 
-    /// Gives the hop its relation (from its token), which a job checks before
-    /// each delivery. A job that runs before (a change made elsewhere while
-    /// an actor listener was being registered from outside it) leaves the
-    /// queue to the job this schedules.
+    /// Gives the hop its relation (from its token), which is checked before
+    /// each queued delivery; changes queued before (made elsewhere while an
+    /// actor listener was being registered from outside it) are filed now.
     @inlinable
     func attach(_ token: ObservationToken) {
-        if state.withLock({ $0.attach(token._relation) }) { schedule() }
+        let schedule = mailbox.state.withLock { queue.attach(token._relation, hop: self, mailbox: &$0) }
+        if schedule { mailbox.schedule() }
     }
 
     // MARK: Delivery
@@ -82,10 +119,11 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
     }
 
     /// Delivers what is queued before a same-actor change (out of line, so
-    /// that the same-actor path stays small).
+    /// that the same-actor path stays small); the mailbox's entries for
+    /// those changes are skipped when their turn comes.
     @inlinable @inline(never)
     func deliverQueuedFirst() {
-        deliverQueued(endingJob: false)
+        while deliverNext(ticket: nil) {}
     }
 
     /// Delivers what the relation receives of the change `change` points
@@ -115,90 +153,51 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
         enqueue(_observedChange(options, change, phase, Value.self))
     }
 
-    /// Queues `change` and, if no job is scheduled, schedules one.
+    /// Queues `change` and files it in the mailbox, which schedules its job
+    /// if none is coming.
     @inlinable
     func enqueue(_ change: ObservedChange<Value>) {
-        let action = state.withLock {
-            $0.enqueue(change, coalescing: options.contains(.coalesced), hasPending: hasPending)
+        let coalescing = options.contains(.coalesced)
+        let (replaced, schedule) = mailbox.state.withLock {
+            queue.enqueue(change, coalescing: coalescing, hop: self, mailbox: &$0, hasPending: hasPending)
         }
-        switch action {
-        case .none(let replaced):
-            _ = replaced  // released here, unlocked: a value's deinit may be user code
-        case .schedule:
-            schedule()
-        }
+        _ = replaced  // released here, unlocked: a value's deinit may be user code
+        if schedule { mailbox.schedule() }
     }
 
-    /// Schedules the job that delivers the queue on the actor. Nothing is
-    /// kept alive until it runs but the job itself: it reaches the hop and
-    /// the actor through unretained references (not weak ones, which would
-    /// give each of them a side table for the rest of its life).
-    @inlinable
-    func schedule() {
-        let hop = _unretained(self)
-        if isMainActor {
-            // Enqueued on the main actor directly.
-            Task { @MainActor in
-                // unsafeDowncast: `hop` was made from this hop.
-                guard let object = _load(hop) else { return }
-                unsafeDowncast(object, to: _Hop.self).deliverQueued(endingJob: true)
-            }
-            return
+    /// Delivers the oldest queued change (only if it was filed as `ticket`,
+    /// when given); whether one was delivered. Drops the queue once the
+    /// relation ended or either side died.
+    @inlinable @discardableResult
+    func deliverNext(ticket: UInt64?) -> Bool {
+        // The relation is loaded under the lock, and dropped after it.
+        let next = mailbox.state.withLock { _ in
+            queue.next(ticket: ticket, hasPending: hasPending).map { ($0, _load(queue.relation)) }
         }
-        guard _liveActor(actorReference) != nil else {
-            actorDied()
-            return
+        guard let (change, relation) = next else { return false }
+        guard let (listener, root) = _hopRecipients(relation, root: root) else {
+            dropQueue()
+            return false
         }
-        let actorReference = actorReference
-        Task {
-            guard let object = _load(hop) else { return }
-            // unsafeDowncast: `hop` was made from this hop.
-            let hop = unsafeDowncast(object, to: _Hop.self)
-            guard let actor = _liveActor(actorReference) else {
-                hop.actorDied()
-                return
-            }
-            await Self.deliverQueued(hop, on: actor)
-        }
+        // unsafeDowncast: the relation's listener and object are the ones
+        // this hop was made for.
+        handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), change)
+        return true
     }
 
     /// The actor died: nothing can run there any more, so the relation ends
-    /// and the queue (with the job, which will not run) is dropped.
-    @inlinable
-    func actorDied() {
-        _endRelation(state.withLock { $0.relation })
-        dropQueue(endingJob: true)
+    /// and the queue is dropped.
+    @usableFromInline
+    override func actorDied() {
+        _endRelation(mailbox.state.withLock { _ in queue.relation })
+        dropQueue()
     }
 
+    /// Forgets every queued change (the relation delivers no more); their
+    /// mailbox entries are skipped when their turn comes.
     @inlinable
-    static func deliverQueued(_ hop: _Hop, on actor: isolated any Actor) async {
-        hop.deliverQueued(endingJob: true)
-    }
-
-    /// Delivers the queued changes in order, one at a time (a handler may
-    /// make changes that queue more, or are delivered synchronously after
-    /// what is still queued). Runs on the actor: as the scheduled job
-    /// (`endingJob`, which ends the job when the queue is empty), or before a
-    /// same-actor change. Drops the queue once the relation ended or either
-    /// side died.
-    @inlinable
-    func deliverQueued(endingJob: Bool) {
-        while let change = state.withLock({ $0.next(endingJob: endingJob, hasPending: hasPending) }) {
-            guard let (listener, root) = _hopRecipients(relation: state.withLock { $0.relation }, root: root) else {
-                dropQueue(endingJob: endingJob)
-                return
-            }
-            // unsafeDowncast: the relation's listener and object are the
-            // ones this hop was made for.
-            handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), change)
-        }
-    }
-
-    /// Forgets every queued change (the relation delivers no more); ends
-    /// the job if `endingJob`.
-    @inlinable
-    func dropQueue(endingJob: Bool) {
-        let dropped = state.withLock { $0.removeAll(endingJob: endingJob, hasPending: hasPending) }
+    func dropQueue() {
+        let dropped = mailbox.state.withLock { _ in queue.removeAll(hasPending: hasPending) }
         _ = dropped  // released here, unlocked
     }
 }
@@ -209,15 +208,20 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: @unchecked Sendab
 /// still active and both are alive; otherwise `nil`, having ended the
 /// relation of a dead listener (so its handler is released now).
 @usableFromInline
-func _hopRecipients(relation reference: _RelationReference?, root: _UnretainedReference) -> (AnyObject, AnyObject)? {
-    guard let relation = reference?.load() else { return nil }
-    guard relation.isLive else { return nil }
+func _hopRecipients(_ relation: _Relation?, root: _UnretainedReference) -> (AnyObject, AnyObject)? {
+    guard let relation, relation.isLive else { return nil }
     guard let listener = relation.listener.load() else {
         relation.end()
         return nil
     }
     guard let root = root.load() else { return nil }
     return (listener, root)
+}
+
+/// The relation `reference` refers to, unless it ended and was released.
+@usableFromInline
+func _load(_ reference: _RelationReference?) -> _Relation? {
+    reference?.load()
 }
 
 /// Ends the relation `reference` refers to, if it is still there.

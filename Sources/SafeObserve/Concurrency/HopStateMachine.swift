@@ -1,112 +1,160 @@
 import Synchronization
 
 extension _Hop {
-    /// The queue and whether a job is scheduled. Transitions never release a
-    /// value under the lock: what they replace or drop is returned.
+    /// One queued change and its mailbox ticket (0 until filed: changes
+    /// queued before the relation is attached are filed when it is).
     @usableFromInline
-    struct State {
+    struct Item {
+        @usableFromInline var ticket: UInt64
+        @usableFromInline var change: ObservedChange<Value>
+
+        @usableFromInline
+        init(ticket: UInt64, change: ObservedChange<Value>) {
+            self.ticket = ticket
+            self.change = change
+        }
+    }
+
+    /// The relation's queued changes. Guarded by the mailbox's lock (every
+    /// transition runs inside it, with the mailbox's state at hand);
+    /// transitions never release a value there: what they replace or drop
+    /// is returned.
+    @usableFromInline
+    struct Queue {
         /// Queued changes from `head` on; delivered slots are `nil`.
-        @usableFromInline var queue: ContiguousArray<ObservedChange<Value>?> = []
+        @usableFromInline var items: ContiguousArray<Item?> = []
         @usableFromInline var head = 0
-        /// A job is scheduled, or running, and will deliver the queue.
-        @usableFromInline var isScheduled = false
-        /// The relation, once registered (see ``attach(_:)``).
+        /// The relation, once registered (see ``_Hop/attach(_:)``).
         @usableFromInline var relation: _RelationReference?
+        /// A prior notification was dropped, with `coalescing`, because a
+        /// change was waiting that its change would merge into: if that
+        /// change is delivered before this one arrives, the prior is queued
+        /// again in front of it (each delivered change keeps its prior).
+        @usableFromInline var priorAwaitsItsChange = false
 
         @usableFromInline
         init() {}
 
-        /// Queued changes have a job coming, unless the relation is not
-        /// attached yet (attaching schedules one); checked after each
+        @inlinable
+        var isEmpty: Bool { head == items.count }
+
+        /// Filed changes have a job coming (the mailbox's), and changes are
+        /// filed once the relation is attached; checked after each
         /// transition under `SAFEOBSERVE_INTERNAL_CHECKS`.
         @inlinable
-        func _checkInvariants() {
+        func _checkInvariants(_ mailbox: _Mailbox.State) {
             #if SAFEOBSERVE_INTERNAL_CHECKS
-                precondition(isEmpty || isScheduled || relation == nil, "_Hop: queued changes and no job")
-                precondition(head <= queue.count, "_Hop: head past the queue")
+                precondition(head <= items.count, "_Hop: head past the queue")
+                precondition(isEmpty || relation == nil || mailbox.isScheduled, "_Hop: queued changes and no job")
             #endif
         }
 
-        @usableFromInline
-        enum EnqueueAction {
-            /// Nothing to do after unlocking but release `replaced`.
-            case none(replaced: ObservedChange<Value>?)
-            /// Schedule the job.
-            case schedule
-        }
-
-        @inlinable
-        var isEmpty: Bool { head == queue.count }
-
-        /// Records the relation; `true` if a job must now be scheduled for
-        /// changes queued before.
-        @inlinable
-        mutating func attach(_ relation: _RelationReference?) -> Bool {
-            defer { _checkInvariants() }
-            self.relation = relation
-            guard !isEmpty, !isScheduled else { return false }
-            isScheduled = true
-            return true
-        }
-
-        /// Queues `change`; with `coalescing`, merges it into a queued change
-        /// instead (the first old value and the latest new value), and drops
-        /// a prior notification while a change is queued (it already
-        /// announced the merged change, or was not asked for).
+        /// Queues `change`, filing it in `mailbox` as `hop`'s if the
+        /// relation is attached; with `coalescing`, merges it into a waiting
+        /// change instead (the first old value and the latest new value), and
+        /// drops a prior notification while a change is waiting (its prior
+        /// stands for the merged change). Returns what the merge replaced,
+        /// and whether the mailbox's job must be scheduled.
         @inlinable
         mutating func enqueue(
-            _ change: ObservedChange<Value>, coalescing: Bool, hasPending: borrowing Atomic<Bool>
-        ) -> EnqueueAction {
-            defer { _checkInvariants() }
-            if coalescing, !isEmpty {
-                if change.isPrior { return .none(replaced: change) }
-                let last = queue.count - 1
-                if let queued = queue[last], !queued.isPrior {
-                    queue[last] = ObservedChange(newValue: change.newValue, oldValue: queued.oldValue)
-                    return .none(replaced: queued)
+            _ change: ObservedChange<Value>, coalescing: Bool, hop: _AnyHop,
+            mailbox: inout _Mailbox.State, hasPending: borrowing Atomic<Bool>
+        ) -> (replaced: ObservedChange<Value>?, schedule: Bool) {
+            defer { _checkInvariants(mailbox) }
+            var schedule = false
+            if coalescing {
+                if !isEmpty {
+                    if change.isPrior {
+                        priorAwaitsItsChange = true
+                        return (change, false)
+                    }
+                    let last = items.count - 1
+                    if let queued = items[last], !queued.change.isPrior {
+                        priorAwaitsItsChange = false
+                        items[last]!.change = ObservedChange(
+                            newValue: change.newValue, oldValue: queued.change.oldValue)
+                        return (queued.change, false)
+                    }
+                }
+                if priorAwaitsItsChange {
+                    priorAwaitsItsChange = false
+                    // The change its prior was dropped for was delivered
+                    // meanwhile: this change is announced on its own.
+                    if !change.isPrior {
+                        let prior = ObservedChange<Value>(newValue: nil, oldValue: change.oldValue, isPrior: true)
+                        schedule = append(prior, hop: hop, mailbox: &mailbox)
+                    }
                 }
             }
-            queue.append(change)
+            if append(change, hop: hop, mailbox: &mailbox) { schedule = true }
             hasPending.store(true, ordering: .releasing)
-            guard !isScheduled else { return .none(replaced: nil) }
-            isScheduled = true
-            return .schedule
+            return (nil, schedule)
         }
 
-        /// The oldest queued change, moved out; `nil` when the queue is
-        /// empty or the relation is not attached yet, which also ends the
-        /// job if `endingJob`.
+        /// Appends `change`, filed in `mailbox` if the relation is attached;
+        /// whether the mailbox's job must be scheduled.
         @inlinable
-        mutating func next(endingJob: Bool, hasPending: borrowing Atomic<Bool>) -> ObservedChange<Value>? {
-            defer { _checkInvariants() }
-            guard !isEmpty, relation != nil else {
-                if endingJob { isScheduled = false }
+        mutating func append(_ change: ObservedChange<Value>, hop: _AnyHop, mailbox: inout _Mailbox.State)
+            -> Bool
+        {
+            guard relation != nil else {
+                items.append(Item(ticket: 0, change: change))
+                return false
+            }
+            let (ticket, schedule) = mailbox.post(hop)
+            items.append(Item(ticket: ticket, change: change))
+            return schedule
+        }
+
+        /// Records the relation and files the changes queued before it;
+        /// whether the mailbox's job must be scheduled.
+        @inlinable
+        mutating func attach(_ relation: _RelationReference?, hop: _AnyHop, mailbox: inout _Mailbox.State)
+            -> Bool
+        {
+            defer { _checkInvariants(mailbox) }
+            self.relation = relation
+            var schedule = false
+            for index in head..<items.count {
+                let (ticket, scheduled) = mailbox.post(hop)
+                items[index]!.ticket = ticket
+                if scheduled { schedule = true }
+            }
+            return schedule
+        }
+
+        /// The oldest queued change, moved out, if it is the one filed as
+        /// `ticket` (any, when `ticket` is `nil`: the actor itself delivers
+        /// what is queued before its own change); `nil` when the queue is
+        /// empty, that change was delivered already, or the relation is not
+        /// attached yet.
+        @inlinable
+        mutating func next(ticket: UInt64?, hasPending: borrowing Atomic<Bool>) -> ObservedChange<Value>? {
+            guard !isEmpty, relation != nil else { return nil }
+            guard let item = items[head].take() else { return nil }
+            if let ticket, item.ticket != ticket {
+                items[head] = item
                 return nil
             }
-            let change = queue[head].take()
             head += 1
             if isEmpty {
                 // Only `nil` slots are released here.
-                queue.removeAll(keepingCapacity: queue.capacity <= 16)
+                items.removeAll(keepingCapacity: items.capacity <= 16)
                 head = 0
                 hasPending.store(false, ordering: .releasing)
             }
-            return change
+            return item.change
         }
 
-        /// Empties the queue, returning what it held (to release unlocked);
-        /// ends the job if `endingJob`.
+        /// Empties the queue, returning what it held (to release unlocked).
         @inlinable
-        mutating func removeAll(
-            endingJob: Bool, hasPending: borrowing Atomic<Bool>
-        ) -> ContiguousArray<ObservedChange<Value>?> {
+        mutating func removeAll(hasPending: borrowing Atomic<Bool>) -> ContiguousArray<Item?> {
             defer {
-                queue = []
+                items = []
                 head = 0
-                if endingJob { isScheduled = false }
                 hasPending.store(false, ordering: .releasing)
             }
-            return queue
+            return items
         }
     }
 }

@@ -280,10 +280,16 @@ struct DerivationStateMachineTests {
                 return Dependency(reads[index])
             }
             #expect(made == expectedMade)
-            #expect(machine.dependencies.prefix(kept.count).elementsEqual(kept, by: ===))
+            // Compared outside `#expect`, whose expansion of `elementsEqual(_:by:)`
+            // warns in some build orders.
+            let keptInPlace = machine.dependencies.prefix(kept.count).elementsEqual(kept, by: ===)
+            #expect(keptInPlace)
             #expect(machine.dependencies.dropFirst(kept.count).map(\.channelID) == expectedMade.map { reads[$0] })
-            #expect(action.added.elementsEqual(machine.dependencies.dropFirst(kept.count), by: ===))
-            #expect(action.dropped.elementsEqual(before.filter { d in !kept.contains { $0 === d } }, by: ===))
+            let addedAreTheNewOnes = action.added.elementsEqual(machine.dependencies.dropFirst(kept.count), by: ===)
+            #expect(addedAreTheNewOnes)
+            let droppedAreTheOthers = action.dropped.elementsEqual(
+                before.filter { d in !kept.contains { $0 === d } }, by: ===)
+            #expect(droppedAreTheOthers)
         }
         _ = pool
     }

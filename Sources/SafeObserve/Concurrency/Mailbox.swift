@@ -1,0 +1,188 @@
+/// The deliveries waiting for one executor, for every relation isolated to
+/// an actor on it, in the order the changes were made.
+///
+/// A change made off a handler's actor is queued on its relation's hop
+/// (``_Hop``) and filed here; one job at a time delivers the mailbox on the
+/// executor, entry by entry. So the relations isolated to one actor are told
+/// a change in registration order, and each relation its changes in order,
+/// whichever hop queued first. A change made on the actor itself is
+/// delivered at once, after what its own relation still has queued; the
+/// entries it overtook are skipped (their tickets no longer match).
+///
+/// Nothing here keeps a listener, a handler or an actor alive:
+/// - entries hold their hops unretained, so a relation that ends releases
+///   its handler at once, whatever is queued;
+/// - the main actor's job holds nothing;
+/// - an actor on a custom executor is never held: the job runs on an actor
+///   of the mailbox's own (``_ExecutorProxy``) that shares that executor and
+///   retains only the executor;
+/// - a default actor is its own executor, and the Swift runtime requires an
+///   actor to outlive the jobs enqueued on it: a job holds such an actor
+///   while it waits for it and while it delivers one batch (the changes
+///   queued when it set off), then lets go and checks the actor is still
+///   alive before the next batch.
+@usableFromInline
+// @unchecked Sendable: `state` (and each hop's queue, which only this
+// mailbox's lock guards) is reached only under the lock; everything else is
+// immutable.
+final class _Mailbox: @unchecked Sendable {
+    /// The executor, for the same-actor check. Its identity stays unique
+    /// while `actor` keeps the actor's allocation or `proxy` the executor.
+    @usableFromInline let executor: UnownedSerialExecutor
+    @usableFromInline let isMainActor: Bool
+    /// The actor whose executor this is (`nil` for the main actor), kept
+    /// allocated but never alive.
+    let actor: _UnretainedReference?
+    /// The job's actor for a custom executor.
+    let proxy: _ExecutorProxy?
+    @usableFromInline let state = _Mutex(State())
+
+    /// The main actor's mailbox.
+    @usableFromInline
+    static let main = _Mailbox(mainActor: ())
+
+    private init(mainActor: Void) {
+        executor = MainActor.shared.unownedExecutor
+        isMainActor = true
+        actor = nil
+        proxy = nil
+    }
+
+    private init(actor: any Actor, proxy: _ExecutorProxy?) {
+        executor = actor.unownedExecutor
+        isMainActor = false
+        self.actor = _UnretainedReference(actor)
+        self.proxy = proxy
+    }
+
+    deinit {
+        if !isMainActor { Self.table.withLock { _ = $0.removeValue(forKey: Self.identity(of: executor)) } }
+    }
+
+    // MARK: Finding the mailbox of an actor
+
+    private struct WeakMailbox {
+        weak var mailbox: _Mailbox?
+    }
+
+    /// The mailboxes of executors other than the main actor's, by identity.
+    private static let table = _Mutex<[UInt: WeakMailbox]>([:])
+
+    private static func identity(of executor: UnownedSerialExecutor) -> UInt {
+        // unsafeBitCast: an `UnownedSerialExecutor` is the runtime's two-word
+        // `SerialExecutorRef`, identity first; used as a key only.
+        UInt(bitPattern: unsafeBitCast(executor, to: (UnsafeMutableRawPointer?, UInt).self).0)
+    }
+
+    /// The mailbox of `actor`'s executor, made on first use.
+    ///
+    /// - Complexity: O(1) expected: one lock and one hash look-up (none for
+    ///   the main actor).
+    @usableFromInline
+    static func of(_ actor: any Actor) -> _Mailbox {
+        if actor === MainActor.shared { return main }
+        let executor = actor.unownedExecutor
+        let key = identity(of: executor)
+        let found = table.withLock { $0[key]?.mailbox }
+        if let found { return found }
+        // Made unlocked (the executor's `asUnownedSerialExecutor` is user
+        // code), then filed unless another thread filed one meanwhile.
+        let made = _Mailbox(actor: actor, proxy: _ExecutorProxy.sharing(executor, of: actor))
+        return table.withLock { table in
+            if let filed = table[key]?.mailbox { return filed }
+            table[key] = WeakMailbox(mailbox: made)
+            return made
+        }
+    }
+
+    // MARK: The job
+
+    /// Schedules the job that delivers the mailbox on its executor. It never
+    /// keeps a hop alive, and an actor only as described above.
+    @usableFromInline
+    func schedule() {
+        if isMainActor {
+            Task { @MainActor in _Mailbox.main.deliver(before: nil) }
+        } else if let proxy {
+            Task { await proxy.deliver(self) }
+        } else {
+            Task { await self.deliverInBatches() }
+        }
+    }
+
+    /// A default actor's job: one batch at a time, each after checking the
+    /// actor is still alive, and without holding it in between.
+    private func deliverInBatches() async {
+        while true {
+            // unwrapped: only a default actor's mailbox delivers in batches.
+            guard let actor = _liveActor(actor.unsafelyUnwrapped) else { return actorDied() }
+            let bound = state.withLock { $0.nextTicket }
+            guard await Self.deliver(self, before: bound, on: actor) else { return }
+        }
+    }
+
+    private static func deliver(_ mailbox: _Mailbox, before bound: UInt64, on actor: isolated any Actor) async
+        -> Bool
+    {
+        mailbox.deliver(before: bound)
+    }
+
+    /// Delivers the waiting entries in order, on the executor: those queued
+    /// before the ticket `bound`, or all (`nil`); whether entries remain
+    /// (then the job goes on).
+    @discardableResult
+    func deliver(before bound: UInt64?) -> Bool {
+        while let (hop, firstTicket, count) = state.withLock({ $0.next(before: bound) }) {
+            guard let hop else { continue }
+            // unsafeDowncast: entries are only filed by hops.
+            let anyHop = unsafeDowncast(hop, to: _AnyHop.self)
+            anyHop.deliverQueued(anyHop, firstTicket, count)
+        }
+        return bound != nil && state.withLock { $0.endBatch() }
+    }
+
+    /// The actor died: nothing can run on it any more, so every relation
+    /// with a delivery waiting ends, and the entries go.
+    func actorDied() {
+        let entries = state.withLock { $0.removeAll() }
+        for entry in entries {
+            // unsafeDowncast: entries are only filed by hops.
+            guard let hop = entry.hop.load() else { continue }
+            unsafeDowncast(hop, to: _AnyHop.self).actorDied()
+        }
+    }
+}
+
+/// An actor of SafeObserve's own that shares a custom executor: a job
+/// isolated to it runs on that executor, serialized with the actor's own
+/// jobs, while keeping only the executor alive, never the actor.
+final actor _ExecutorProxy {
+    /// Retained: the job must not outlive the executor it is enqueued on.
+    private let executor: any SerialExecutor
+    private let identity: UnownedSerialExecutor
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { identity }
+
+    private init(executor: any SerialExecutor, identity: UnownedSerialExecutor) {
+        self.executor = executor
+        self.identity = identity
+    }
+
+    /// A proxy for `actor`'s executor `executor`, if it is a custom one (a
+    /// default actor is its own executor, which no other actor can share).
+    static func sharing(_ executor: UnownedSerialExecutor, of actor: any Actor) -> _ExecutorProxy? {
+        guard #available(macOS 26.4, iOS 26.4, watchOS 26.4, tvOS 26.4, visionOS 26.4, *) else { return nil }
+        guard let serialExecutor = executor.asSerialExecutor(), serialExecutor as AnyObject !== actor else {
+            return nil
+        }
+        return _ExecutorProxy(executor: serialExecutor, identity: executor)
+    }
+
+    /// The mailbox's job, on the executor: delivers every entry, unless the
+    /// actor died (then none can run).
+    func deliver(_ mailbox: _Mailbox) {
+        // unwrapped: only an actor's mailbox has a proxy.
+        if mailbox.actor.unsafelyUnwrapped.isGone { return mailbox.actorDied() }
+        mailbox.deliver(before: nil)
+    }
+}

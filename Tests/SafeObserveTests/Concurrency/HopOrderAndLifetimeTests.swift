@@ -1,0 +1,613 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+// Hops to every kind of executor: what a queued change keeps alive, what is
+// delivered after either side dies, `.prior` with `.coalesced`, and the
+// order in which relations on one actor are told a change. Each test failed
+// before hops shared one mailbox per executor.
+//
+// No wall-clock assertion: every wait is a poll with a deadline, and fails
+// rather than hangs. Busy actors are made deterministic with an executor that
+// runs nothing until the test drains it (and shows when a job reached it).
+
+// MARK: - Fixtures
+
+/// A model changed from other threads, one writer at a time.
+private final class HopModel: SafeObservable, @unchecked Sendable {
+    // @unchecked Sendable: each test writes it from one thread at a time.
+    @Observed var count = 0
+}
+
+extension NotificationName where Payload == Int {
+    fileprivate static let hopTest = NotificationName("HopOrderAndLifetimeTests.hop")
+}
+
+/// A serial executor that runs nothing until told to: an actor on it stays
+/// "busy" as long as the test wants, and the test sees when a job reached it.
+private final class ManualExecutor: SerialExecutor {
+    private let jobs = _Mutex<[UnownedJob]>([])
+
+    /// Jobs waiting to run.
+    var pendingCount: Int { jobs.withLock { $0.count } }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        jobs.withLock { $0.append(job) }
+    }
+
+    /// Runs what is queued, and what that queues, on the calling thread.
+    func drain() {
+        while true {
+            let batch = jobs.withLock { jobs -> [UnownedJob] in
+                defer { jobs = [] }
+                return jobs
+            }
+            if batch.isEmpty { return }
+            for job in batch { job.runSynchronously(on: asUnownedSerialExecutor()) }
+        }
+    }
+}
+
+/// An actor on a ``ManualExecutor``, used as a listener.
+private actor ManualActor {
+    let executor: ManualExecutor
+    let log = EventLog()
+    let lifetime: LifetimeCounter
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    init(executor: ManualExecutor, lifetime: LifetimeCounter) {
+        self.executor = executor
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+
+    deinit { lifetime.didDeinit() }
+}
+
+/// A global actor other than the main actor, on a ``ManualExecutor``.
+@globalActor
+private actor ManualGlobalActor {
+    static let shared = ManualGlobalActor()
+    static let executor = ManualExecutor()
+    nonisolated var unownedExecutor: UnownedSerialExecutor { Self.executor.asUnownedSerialExecutor() }
+}
+
+/// A listener isolated to ``ManualGlobalActor`` (so Sendable).
+@ManualGlobalActor
+private final class GlobalListener {
+    nonisolated let log = EventLog()
+
+    /// Registers from the global actor: the handler is isolated to it.
+    static func observe(_ model: HopModel, capturing captured: Captured) -> (GlobalListener, ObservationToken) {
+        let listener = GlobalListener()
+        let token = model.safeObserve(\.count, by: listener) { [captured] listener, _, change in
+            _ = captured
+            ManualGlobalActor.preconditionIsolated()
+            listener.log.record("\(change.newValue!)")
+        }
+        return (listener, token)
+    }
+}
+
+/// A plain (default) actor listener whose handler blocks on the first change
+/// until `gate` opens: the actor is busy while later changes wait for it.
+private actor BlockingTally {
+    let log = EventLog()
+    let entered = Flag()
+    let gate = Flag()
+    let lifetime: LifetimeCounter
+
+    init(lifetime: LifetimeCounter) {
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+
+    deinit { lifetime.didDeinit() }
+}
+
+/// A plain (default) actor that registers handlers for another listener
+/// (the handlers are isolated to it), and can be kept busy.
+private actor Worker {
+    func observe(_ model: HopModel, by listener: Peer, capturing captured: Captured, log: EventLog)
+        -> ObservationToken
+    {
+        model.safeObserve(\.count, by: listener) { [captured] _, _, change in
+            _ = captured
+            log.record("\(change.newValue!)")
+        }
+    }
+
+    /// Keeps the actor busy (synchronously) until `gate` opens, or 10 s pass.
+    func block(entered: Flag, gate: Flag) {
+        entered.set()
+        spin(until: gate)
+    }
+}
+
+/// Spins until `flag` is set, for 10 s at most (never hangs a test).
+private func spin(until flag: Flag) {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !flag.isSet, ContinuousClock.now < deadline { sched_yield() }
+}
+
+/// Runs `body` on a plain thread (no task, no executor) and waits for it.
+private func onAnotherThread(_ body: @escaping @Sendable () -> Void) {
+    stressRunConcurrently([body])
+}
+
+/// Polls `condition` in the caller's isolation until it holds or `seconds`
+/// pass (the caller's actor is free meanwhile); returns it.
+private func within(
+    isolation: isolated (any Actor)? = #isolation, _ seconds: Double = 5, _ condition: () -> Bool
+) async -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
+    while !condition() {
+        guard ContinuousClock.now < deadline else { return false }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return true
+}
+
+/// Runs `body` (which awaits an actor on `executor`) to completion, draining
+/// `executor` on another thread meanwhile; 10 s at most.
+private func run<T: Sendable>(draining executor: ManualExecutor, _ body: @escaping @Sendable () async -> T) -> T? {
+    let result = _Mutex<T?>(nil)
+    let done = Flag()
+    Task.detached {
+        let value = await body()
+        result.withLock { $0 = value }
+        done.set()
+    }
+    onAnotherThread {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !done.isSet, ContinuousClock.now < deadline {
+            executor.drain()
+            sched_yield()
+        }
+    }
+    return result.withLock { $0 }
+}
+
+/// The problems of a relation's deliveries against issue 31's chaining rule:
+/// its first `oldValue` is `initial`, each `oldValue` equals the previous
+/// `newValue`, the last `newValue` is `current`; with `prior`, each change
+/// comes right after a prior notification carrying its `oldValue`, and every
+/// prior notification is followed by its change.
+private func chainProblems(
+    _ changes: [ObservedChange<Int>], from initial: Int, to current: Int, prior: Bool
+) -> [String] {
+    var problems: [String] = []
+    var last = initial
+    var pendingPrior: ObservedChange<Int>?
+    for (index, change) in changes.enumerated() {
+        if change.isPrior {
+            if pendingPrior != nil { problems.append("#\(index): a prior notification without its change before it") }
+            if change.oldValue != last {
+                problems.append(
+                    "#\(index): prior(old \(change.oldValue.map(String.init) ?? "nil")), expected old \(last)")
+            }
+            pendingPrior = change
+            continue
+        }
+        if prior, pendingPrior == nil {
+            problems.append("#\(index): change \(describe(change)) delivered without its prior notification")
+        }
+        pendingPrior = nil
+        if change.oldValue != last {
+            problems.append("#\(index): change \(describe(change)) does not chain (previous new value \(last))")
+        }
+        last = change.newValue ?? last
+        if problems.count >= 5 { return problems + ["…"] }
+    }
+    if pendingPrior != nil { problems.append("the last prior notification has no change") }
+    if last != current { problems.append("the last new value is \(last), the current value \(current)") }
+    return problems
+}
+
+/// Two handlers isolated to the actor, which record the order they are
+/// called in.
+private protocol OrderRecording: Actor {
+    nonisolated var calls: _Mutex<[(relation: Int, value: Int)]> { get }
+}
+
+extension OrderRecording {
+    func observe(_ model: HopModel, by first: Peer, _ second: Peer) -> [ObservationToken] {
+        let calls = calls
+        return [
+            model.safeObserve(\.count, by: first) { _, _, change in calls.withLock { $0.append((1, change.newValue!)) }
+            },
+            model.safeObserve(\.count, by: second) { _, _, change in calls.withLock { $0.append((2, change.newValue!)) }
+            },
+        ]
+    }
+
+    nonisolated func snapshot() -> [(relation: Int, value: Int)] { calls.withLock { $0 } }
+}
+
+/// A default actor recording the order of its handlers' calls.
+private actor DefaultOrderRecorder: OrderRecording {
+    nonisolated let calls = _Mutex<[(relation: Int, value: Int)]>([])
+}
+
+/// An actor on a ``ManualExecutor`` recording the order of its handlers' calls.
+private actor ManualOrderRecorder: OrderRecording {
+    nonisolated let calls = _Mutex<[(relation: Int, value: Int)]>([])
+    let executor: ManualExecutor
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    init(executor: ManualExecutor) {
+        self.executor = executor
+    }
+}
+
+/// A main-actor listener recording what it is told.
+@MainActor
+private final class Recorder {
+    var changes: [ObservedChange<Int>] = []
+}
+
+/// The order in which relations were called, on the main actor.
+@MainActor
+private final class CallOrder {
+    var calls: [(relation: Int, value: Int)] = []
+}
+
+// MARK: - Tests
+
+@Suite("Hops: lifetimes and order on every executor", .serialized)
+struct HopOrderAndLifetimeTests {
+
+    // MARK: Actors other than the main actor
+
+    /// Custom `SerialExecutor`: an actor listener dropped by the program while
+    /// a change waits for it is never called, and dies once the queue runs.
+    @Test func customExecutorActorListener_droppedWhileAChangeWaits_isNeverCalled() async {
+        let executor = ManualExecutor()
+        let lifetime = LifetimeCounter()
+        let model = HopModel()
+        var listener: ManualActor? = ManualActor(executor: executor, lifetime: lifetime)
+        let log = listener!.log
+        model.safeObserve(\.count, by: listener!) { actor, _, change in
+            actor.log.record("\(change.newValue!)")
+        }
+        onAnotherThread { model.count = 1 }
+        // The hop's job reaches the executor, which runs nothing until drained.
+        _ = await within(2) { executor.pendingCount > 0 }
+        listener = nil  // the program drops the actor: nothing may run on it now
+        onAnotherThread { executor.drain() }
+        let died = await within { lifetime.liveCount == 0 }
+        #expect(log.entries.isEmpty, "a change queued for the actor was delivered after the program dropped it")
+        #expect(died, "the actor never died")
+    }
+
+    /// Custom `SerialExecutor`: ending the relation while a change waits for
+    /// the actor releases the handler and its captures at once.
+    @Test func customExecutorActorListener_invalidatedWhileAChangeWaits_releasesTheHandlerAtOnce() async {
+        let executor = ManualExecutor()
+        let model = HopModel()
+        let listener = ManualActor(executor: executor, lifetime: LifetimeCounter())
+        let captures = LifetimeCounter()
+        var captured: Captured? = Captured(captures)
+        let token = model.safeObserve(\.count, by: listener) { [captured] actor, _, change in
+            _ = captured
+            actor.log.record("\(change.newValue!)")
+        }
+        captured = nil
+        onAnotherThread { model.count = 1 }
+        _ = await within(2) { executor.pendingCount > 0 }
+        token.invalidate()
+        #expect(
+            captures.liveCount == 0,
+            "the ended relation's handler and captures stay alive while its change waits for the actor")
+        onAnotherThread { executor.drain() }
+        #expect(listener.log.entries.isEmpty, "delivered after the relation ended")
+        #expect(await within { captures.liveCount == 0 }, "the handler's captures were never released")
+        withExtendedLifetime(listener) {}
+    }
+
+    /// A global actor other than `MainActor`: ending the relation while a
+    /// change waits for the actor releases the handler and its captures at once.
+    @Test func globalActorOtherThanMain_invalidatedWhileAChangeWaits_releasesTheHandlerAtOnce() async throws {
+        let executor = ManualGlobalActor.executor
+        let model = HopModel()
+        let captures = LifetimeCounter()
+        let registered = run(draining: executor) {
+            await GlobalListener.observe(model, capturing: Captured(captures))
+        }
+        let (listener, token) = try #require(registered, "registration on the global actor never finished")
+        onAnotherThread { model.count = 1 }
+        _ = await within(2) { executor.pendingCount > 0 }
+        token.invalidate()
+        #expect(
+            captures.liveCount == 0,
+            "the ended relation's handler and captures stay alive while its change waits for the global actor")
+        onAnotherThread { executor.drain() }
+        #expect(listener.log.entries.isEmpty, "delivered after the relation ended")
+        #expect(await within { captures.liveCount == 0 }, "the handler's captures were never released")
+        withExtendedLifetime(listener) {}
+    }
+
+    /// A plain default actor as listener, busy in its own handler while a
+    /// second change waits: dropped by the program meanwhile, it must not be
+    /// told the second change.
+    @Test func defaultActorListener_droppedWhileBusy_isNotToldTheChangeThatWaited() async {
+        let model = HopModel()
+        let lifetime = LifetimeCounter()
+        var tally: BlockingTally? = BlockingTally(lifetime: lifetime)
+        let (log, entered, gate) = (tally!.log, tally!.entered, tally!.gate)
+        model.safeObserve(\.count, by: tally!) { tally, _, change in
+            tally.log.record("\(change.newValue!)")
+            if change.newValue == 1 {
+                tally.entered.set()
+                spin(until: tally.gate)  // the actor is busy
+            }
+        }
+        onAnotherThread { model.count = 1 }
+        let busy = await within { entered.isSet }
+        #expect(busy, "the first change never reached the actor")
+        onAnotherThread { model.count = 2 }  // waits for the busy actor
+        tally = nil  // the program drops the actor
+        gate.set()
+        let died = await within { lifetime.liveCount == 0 }
+        #expect(died, "the actor never died")
+        #expect(
+            log.entries == ["1"],
+            "a change that waited for the actor was delivered after the program dropped it: \(log.entries)")
+    }
+
+    /// A plain default actor registering for a plain listener, busy while a
+    /// change waits for it: ending the relation releases the handler and its
+    /// captures at once, not when the actor gets to the queued change.
+    @Test func defaultActorIsolation_invalidatedWhileAChangeWaits_releasesTheHandlerAtOnce() async {
+        var retained = 0
+        let rounds = 3
+        for _ in 0..<rounds {
+            let model = HopModel()
+            let worker = Worker()
+            let listener = Peer()
+            let log = EventLog()
+            let captures = LifetimeCounter()
+            let token = await worker.observe(model, by: listener, capturing: Captured(captures), log: log)
+            let (entered, gate) = (Flag(), Flag())
+            let blocker = Task.detached { await worker.block(entered: entered, gate: gate) }
+            _ = await within { entered.isSet }
+            onAnotherThread { model.count = 1 }  // queued for the busy worker
+            // Lets the hop's job reach the worker (no assertion on time).
+            try? await Task.sleep(for: .milliseconds(100))
+            token.invalidate()
+            let released = await within(1) { captures.liveCount == 0 }
+            gate.set()
+            await blocker.value
+            if !released { retained += 1 }
+            #expect(await within { captures.liveCount == 0 }, "the handler's captures were never released")
+            #expect(log.entries.isEmpty, "delivered after the relation ended")
+            withExtendedLifetime(listener) {}
+        }
+        #expect(
+            retained == 0,
+            "in \(retained) of \(rounds) rounds the ended relation's handler and captures stayed alive while its change waited for the busy actor"
+        )
+    }
+
+    /// A hub post queued for a busy actor when the hub dies: the hub's death
+    /// ends the observation, releasing its handler and captures at once, and
+    /// the post is not delivered.
+    @Test func hubPostQueuedForABusyActor_whenTheHubDies_releasesTheHandlerAtOnce() async {
+        let executor = ManualExecutor()
+        let listener = ManualActor(executor: executor, lifetime: LifetimeCounter())
+        let captures = LifetimeCounter()
+        var hub: NotificationHub? = NotificationHub()
+        weak var weakHub: NotificationHub?
+        weakHub = hub
+        do {
+            let captured = Captured(captures)
+            hub!.observe(.hopTest, by: listener) { [captured] actor, notification in
+                _ = captured
+                actor.log.record("\(notification.payload)")
+            }
+        }
+        do {
+            let poster = hub!
+            onAnotherThread { poster.post(.hopTest, payload: 1) }
+        }
+        _ = await within(2) { executor.pendingCount > 0 }
+        hub = nil
+        #expect(weakHub == nil, "the hub is still alive")
+        #expect(
+            captures.liveCount == 0,
+            "the dead hub's observation keeps its handler and captures while a post waits for the actor")
+        onAnotherThread { executor.drain() }
+        #expect(listener.log.entries.isEmpty, "a post of a dead hub was delivered")
+        #expect(await within { captures.liveCount == 0 }, "the handler's captures were never released")
+        withExtendedLifetime(listener) {}
+    }
+
+    /// A hub post queued for an actor listener that the program drops: never
+    /// delivered.
+    @Test func hubPostQueuedForAnActorListener_droppedMeanwhile_isNeverDelivered() async {
+        let executor = ManualExecutor()
+        let lifetime = LifetimeCounter()
+        let hub = NotificationHub()
+        var listener: ManualActor? = ManualActor(executor: executor, lifetime: lifetime)
+        let log = listener!.log
+        hub.observe(.hopTest, by: listener!) { actor, notification in
+            actor.log.record("\(notification.payload)")
+        }
+        onAnotherThread { hub.post(.hopTest, payload: 1) }
+        _ = await within(2) { executor.pendingCount > 0 }
+        listener = nil
+        onAnotherThread { executor.drain() }
+        let died = await within { lifetime.liveCount == 0 }
+        #expect(log.entries.isEmpty, "a post queued for the actor was delivered after the program dropped it")
+        #expect(died, "the actor never died")
+    }
+
+    // MARK: .prior with .coalesced
+
+    /// With `.coalesced`, the waiting change's prior notification stands for
+    /// the merged change: no change is ever delivered without its prior.
+    @MainActor
+    @Test func priorWithCoalesced_everyChangeComesWithItsPrior() async {
+        let writes = 20_000
+        let model = HopModel()
+        let recorder = Recorder()
+        model.safeObserve(\.count, by: recorder, options: [.prior, .old, .new, .coalesced]) { recorder, _, change in
+            recorder.changes.append(change)
+        }
+        // The writer runs while the main actor delivers (it is awaited, not joined).
+        await Task.detached {
+            for value in 1...writes { model.count = value }
+        }.value
+        let settled = await within { recorder.changes.last?.newValue == writes }
+        #expect(settled, "the last change never arrived")
+        let problems = chainProblems(recorder.changes, from: 0, to: writes, prior: true)
+        let problemCount = problems.count
+        #expect(problemCount == 0, "\(problems.joined(separator: "; "))")
+    }
+
+    // MARK: Registration order of hopped deliveries
+
+    /// Changes made elsewhere reach the relations on one actor in
+    /// registration order, change by change.
+    @MainActor
+    @Test func hoppedDeliveries_reachRelationsOnOneActor_inRegistrationOrder() async {
+        let writes = 40_000
+        let model = HopModel()
+        let order = CallOrder()
+        let first = Recorder()
+        let second = Recorder()
+        model.safeObserve(\.count, by: first) { _, _, change in order.calls.append((1, change.newValue!)) }
+        model.safeObserve(\.count, by: second) { _, _, change in order.calls.append((2, change.newValue!)) }
+        await Task.detached {
+            for value in 1...writes { model.count = value }
+        }.value
+        let settled = await within { order.calls.count == 2 * writes }
+        #expect(settled, "\(order.calls.count) of \(2 * writes) deliveries arrived")
+        var firstIndex = [Int](repeating: -1, count: writes + 1)
+        var secondIndex = [Int](repeating: -1, count: writes + 1)
+        for (index, call) in order.calls.enumerated() {
+            if call.relation == 1 { firstIndex[call.value] = index } else { secondIndex[call.value] = index }
+        }
+        let outOfOrder = (1...writes).filter { secondIndex[$0] < firstIndex[$0] }
+        let outOfOrderCount = outOfOrder.count
+        #expect(
+            outOfOrderCount == 0,
+            "changes that reached relation 2 before relation 1, of \(writes) (first: \(outOfOrder.prefix(5)))")
+        withExtendedLifetime((first, second)) {}
+    }
+
+    /// The same on a default actor and on an actor with a custom executor:
+    /// every hop to one executor shares its order.
+    @Test(arguments: [false, true])
+    func hoppedDeliveries_reachRelationsOnAnyActor_inRegistrationOrder(customExecutor: Bool) async {
+        let writes = 20_000
+        let model = HopModel()
+        let executor = ManualExecutor()
+        let draining = Flag()
+        let recorder: any OrderRecording =
+            customExecutor ? ManualOrderRecorder(executor: executor) : DefaultOrderRecorder()
+        let (first, second) = (Peer(), Peer())
+        if customExecutor {
+            Thread.detachNewThread {
+                while !draining.isSet {
+                    executor.drain()
+                    sched_yield()
+                }
+            }
+        }
+        defer { draining.set() }
+        let tokens = await recorder.observe(model, by: first, second)
+        await Task.detached {
+            for value in 1...writes { model.count = value }
+        }.value
+        var calls: [(relation: Int, value: Int)] = []
+        let settled = await within(10) {
+            calls = recorder.snapshot()
+            return calls.count == 2 * writes
+        }
+        #expect(settled, "\(calls.count) of \(2 * writes) deliveries arrived")
+        var firstIndex = [Int](repeating: -1, count: writes + 1)
+        var secondIndex = [Int](repeating: -1, count: writes + 1)
+        for (index, call) in calls.enumerated() {
+            if call.relation == 1 { firstIndex[call.value] = index } else { secondIndex[call.value] = index }
+        }
+        let outOfOrder = (1...writes).filter { secondIndex[$0] < firstIndex[$0] }
+        #expect(outOfOrder.isEmpty, "\(outOfOrder.count) changes reached relation 2 before relation 1")
+        for relation in [1, 2] {
+            let values = calls.filter { $0.relation == relation }.map(\.value)
+            let inOrder = values == values.sorted()
+            #expect(inOrder, "relation \(relation) was told its changes out of order")
+        }
+        for token in tokens { token.invalidate() }
+        withExtendedLifetime((first, second)) {}
+    }
+
+    // MARK: Nested changes of one property
+
+    /// A handler sets the property it was told about: a later relation's
+    /// deliveries still chain from the value before the outermost change to
+    /// the current value.
+    @Test func nestedChange_laterRelationsSeeAChainedSequence() {
+        let model = HopModel()
+        let (a, b, c) = (Listener(), Listener(), Listener())
+        let logs = _Mutex<[String: [ObservedChange<Int>]]>([:])
+        model.safeObserve(\.count, by: a, options: [.old, .new]) { _, _, change in
+            logs.withLock { $0["a", default: []].append(change) }
+        }
+        model.safeObserve(\.count, by: b, options: [.old, .new]) { _, model, change in
+            logs.withLock { $0["b", default: []].append(change) }
+            if change.newValue == 1 { model.count = 2 }  // sets the value it was told about
+        }
+        model.safeObserve(\.count, by: c, options: [.old, .new]) { _, _, change in
+            logs.withLock { $0["c", default: []].append(change) }
+        }
+        model.count = 1
+        #expect(model.count == 2)
+        for name in ["a", "b", "c"] {
+            let changes = logs.withLock { $0[name, default: []] }
+            let problems = chainProblems(changes, from: 0, to: 2, prior: false)
+            #expect(
+                problems.isEmpty, "relation \(name), told \(changes.map(describe)): \(problems.joined(separator: "; "))"
+            )
+        }
+        withExtendedLifetime((a, b, c)) {}
+    }
+
+    /// The same with `.prior`: each relation's prior notifications pair with
+    /// its changes, and the changes chain.
+    @Test func nestedChange_withPrior_laterRelationsSeeChainedPairs() {
+        let model = HopModel()
+        let (a, b, c) = (Listener(), Listener(), Listener())
+        let logs = _Mutex<[String: [ObservedChange<Int>]]>([:])
+        model.safeObserve(\.count, by: a, options: [.prior, .old, .new]) { _, _, change in
+            logs.withLock { $0["a", default: []].append(change) }
+        }
+        model.safeObserve(\.count, by: b, options: [.prior, .old, .new]) { _, model, change in
+            logs.withLock { $0["b", default: []].append(change) }
+            if !change.isPrior, change.newValue == 1 { model.count = 2 }
+        }
+        model.safeObserve(\.count, by: c, options: [.prior, .old, .new]) { _, _, change in
+            logs.withLock { $0["c", default: []].append(change) }
+        }
+        model.count = 1
+        #expect(model.count == 2)
+        for name in ["a", "b", "c"] {
+            let changes = logs.withLock { $0[name, default: []] }
+            let problems = chainProblems(changes, from: 0, to: 2, prior: true)
+            #expect(
+                problems.isEmpty, "relation \(name), told \(changes.map(describe)): \(problems.joined(separator: "; "))"
+            )
+        }
+        withExtendedLifetime((a, b, c)) {}
+    }
+}
