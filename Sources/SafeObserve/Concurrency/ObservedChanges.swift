@@ -15,7 +15,11 @@ extension SafeObservable {
     /// Lifetimes:
     /// - Neither the sequence nor its iterator keeps the object alive; the
     ///   sequence finishes when the object dies.
-    /// - Cancelling the consuming task ends the relation at once.
+    /// - Cancelling the consuming task ends the relation at once while it
+    ///   awaits the next element; while its loop body awaits something else,
+    ///   at the first change after the cancellation (or when the body
+    ///   returns to the loop). Nothing made after the cancellation is
+    ///   buffered or delivered.
     /// - An iterator dropped without being cancelled ends its relation when
     ///   it is deinitialized.
     ///
@@ -117,7 +121,7 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
         }
         let (token, deliversInitial) = root._register(
             keyPath, by: relay, listenerType: _StreamRelay.self, options: options,
-            deliver: _makeDeliver(options, _yielding(to: continuation)))
+            deliver: _makeDeliver(options, _yielding(to: continuation, consumer: relay.consumer)))
         if deliversInitial {
             let current = root[keyPath: keyPath]
             // Reading ran user code (a computed property), which may have unobserved.
@@ -165,7 +169,8 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
         /// `Sendable`); from an actor, call ``next(isolation:)``.
         @inlinable
         public mutating func next() async -> Element? {
-            await base.next()
+            relay.consumer.record()
+            return await base.next()
         }
 
         /// The next change, or `nil` once the sequence finished, awaited in
@@ -176,7 +181,8 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
         /// ```
         @inlinable
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
-            await base.next(isolation: actor)
+            relay.consumer.record()
+            return await base.next(isolation: actor)
         }
     }
 }

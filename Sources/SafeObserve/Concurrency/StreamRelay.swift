@@ -3,12 +3,24 @@
 /// object died, the iterator was cancelled or dropped), which finishes the
 /// stream. Not generic over the root type, whose metatype a `@Sendable`
 /// closure must not capture.
+///
+/// Once the task consuming the sequence is cancelled (as `consumer` saw it
+/// last), the first change to come finishes the stream instead, which ends
+/// the relation: a task cancelled while its loop body awaits something else
+/// calls no `next()` that would notice, and must not have changes buffered
+/// for it meanwhile.
 @inlinable
 func _yielding<Value: Sendable>(
-    to continuation: AsyncStream<ObservedChange<Value>>.Continuation
+    to continuation: AsyncStream<ObservedChange<Value>>.Continuation, consumer: _StreamConsumer
 ) -> @Sendable (ObservedChange<Value>) -> Void {
     let finisher = _StreamFinisher(continuation)
-    return { change in finisher.continuation.yield(change) }
+    return { change in
+        if consumer.isCancelled {
+            finisher.continuation.finish()
+        } else {
+            finisher.continuation.yield(change)
+        }
+    }
 }
 
 /// Ends the relation of `token` when the stream terminates (its consuming
@@ -27,8 +39,47 @@ func _endRelation<Element: Sendable>(
 @usableFromInline
 final class _StreamRelay: SafeObserver {
     @usableFromInline let observerLifetime = ObserverLifetime()
+    /// The task iterating; the relation's handler holds it too (not the
+    /// relay, whose death ends the relation).
+    @usableFromInline let consumer = _StreamConsumer()
 
     @usableFromInline init() {}
+}
+
+/// The task consuming a sequence, recorded by its iterator's `next()`, so
+/// that the relation's handler can tell it was cancelled.
+@usableFromInline
+final class _StreamConsumer: Sendable {
+    /// The task; an `UnsafeCurrentTask` holds a strong reference to it, so
+    /// it stays valid here, and its cancellation flag is safe to read from
+    /// any thread (what `Task.isCancelled` reads).
+    private let task = _Mutex<UnsafeCurrentTask?>(nil)
+
+    @usableFromInline init() {}
+
+    /// Records the calling task, if it is not the one recorded already.
+    ///
+    /// - Complexity: O(1): one look-up of the current task and one lock.
+    @usableFromInline
+    func record() {
+        withUnsafeCurrentTask { current in
+            guard let current else { return }
+            let replaced = task.withLock { task -> UnsafeCurrentTask? in
+                guard task != current else { return nil }
+                defer { task = current }
+                return task
+            }
+            // Released here, unlocked: the last reference to a finished
+            // task releases what it captured.
+            _ = replaced
+        }
+    }
+
+    /// Whether the recorded task was cancelled.
+    @usableFromInline
+    var isCancelled: Bool {
+        task.withLock { $0?.isCancelled ?? false }
+    }
 }
 
 /// Finishes a sequence's stream when it is released, which happens when the

@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 
 @testable import SafeObserve
@@ -143,6 +144,51 @@ struct AsyncSequenceTests {
             await task.value
         }
         #expect(await eventually { SafeObservation.relations(of: node).isEmpty })
+    }
+
+    /// A consuming task cancelled while its loop body awaits something else
+    /// calls no `next()`: the relation ends at the first change after the
+    /// cancellation, and nothing made after it is buffered or delivered.
+    @Test(arguments: [false, true])
+    func aConsumerCancelledWhileItsBodyAwaitsElsewhere_endsAtTheNextChange_andBuffersNothing(values: Bool) async {
+        let node = Node()
+        let received = EventLog()
+        let inBody = Flag()
+        let parked = _Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let consumer = Task {
+            var hasWaited = false
+            func park() async {
+                guard !hasWaited else { return }
+                hasWaited = true
+                // Something else, which ignores cancellation.
+                await withCheckedContinuation { continuation in
+                    parked.withLock { $0 = continuation }
+                    inBody.set()
+                }
+            }
+            if values {
+                for await value in node.values(\.count) where value > 0 {
+                    received.record("\(value)")
+                    await park()
+                }
+            } else {
+                for await change in node.changes(\.count) {
+                    received.record("\(change.newValue!)")
+                    await park()
+                }
+            }
+        }
+        #expect(await eventually { !SafeObservation.relations(of: node).isEmpty })
+        node.count = 1
+        #expect(await eventually { inBody.isSet }, "the first change never reached the loop body")
+        consumer.cancel()
+        #expect(!SafeObservation.relations(of: node).isEmpty, "nothing happened yet that could end it")
+        node.count = 2  // the first change after the cancellation
+        #expect(SafeObservation.relations(of: node).isEmpty, "the change after the cancellation did not end it")
+        for value in 3...100 { node.count = value }
+        parked.withLock { $0?.resume() }
+        await consumer.value
+        #expect(received.entries == ["1"], "changes made after the cancellation reached the loop")
     }
 }
 
