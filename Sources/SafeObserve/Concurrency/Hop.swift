@@ -57,6 +57,9 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     @usableFromInline let root: _UnretainedReference
     /// The actor's executor's deliveries.
     @usableFromInline let mailbox: _Mailbox
+    /// The mailbox's lock and state (the same storage as `mailbox.state`),
+    /// reached from here without a retain of the mailbox's storage.
+    @usableFromInline let mailboxState: _Mutex<_Mailbox.State>
     /// The mailbox's executor and whether it is the main actor's, kept here
     /// too: the same-actor check reads them on every change made there.
     @usableFromInline let executor: UnownedSerialExecutor
@@ -75,8 +78,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         self.init(mailbox: _Mailbox.of(actor), root: root, options: options, handler: handler) {
             hop, firstTicket, count in
             // unsafeDowncast: the mailbox calls this with this hop only.
-            let hop = unsafeDowncast(hop, to: _Hop.self)
-            for ticket in firstTicket..<firstTicket &+ UInt64(count) { hop.deliverNext(ticket: ticket) }
+            unsafeDowncast(hop, to: _Hop.self).deliverRun(from: firstTicket, count: count)
         }
     }
 
@@ -87,6 +89,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         deliverQueued: @escaping @Sendable (_AnyHop, UInt64, Int) -> Void
     ) {
         self.mailbox = mailbox
+        mailboxState = mailbox.state
         executor = mailbox.executor
         isMainActor = mailbox.isMainActor
         self.handler = handler
@@ -101,7 +104,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// actor listener was being registered from outside it) are filed now.
     @inlinable
     func attach(_ token: ObservationToken) {
-        let schedule = mailbox.state.withLock { queue.attach(token._relation, hop: self, mailbox: &$0) }
+        let schedule = mailboxState.withLock { queue.attach(token._relation, hop: self, mailbox: &$0) }
         if schedule { mailbox.schedule() }
     }
 
@@ -158,11 +161,46 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     @inlinable
     func enqueue(_ change: ObservedChange<Value>) {
         let coalescing = options.contains(.coalesced)
-        let (replaced, schedule) = mailbox.state.withLock {
+        let (replaced, schedule) = mailboxState.withLock {
             queue.enqueue(change, coalescing: coalescing, hop: self, mailbox: &$0, hasPending: hasPending)
         }
         _ = replaced  // released here, unlocked: a value's deinit may be user code
         if schedule { mailbox.schedule() }
+    }
+
+    /// On the executor, as the mailbox's job: delivers the queued changes
+    /// filed as `count` consecutive tickets from `first` (those still
+    /// waiting), taking up to 16 at a time under one lock and loading the
+    /// relation's recipients once for them.
+    @inlinable
+    func deliverRun(from first: UInt64, count: Int) {
+        var ticket = first
+        var remaining = count
+        withUnsafeTemporaryAllocation(of: ObservedChange<Value>.self, capacity: 16) { buffer in
+            while remaining > 0 {
+                // The relation is loaded under the lock, and dropped after it.
+                let (taken, relation) = mailboxState.withLock { _ in
+                    let taken = queue.take(from: ticket, limit: remaining, into: buffer, hasPending: hasPending)
+                    return (taken, taken > 0 ? _load(queue.relation) : nil)
+                }
+                guard taken > 0 else { return }
+                defer { buffer.baseAddress!.deinitialize(count: taken) }
+                ticket &+= UInt64(taken)
+                remaining -= taken
+                for index in 0..<taken {
+                    // Each change checks both sides anew: a handler may have
+                    // ended the relation or dropped either side.
+                    guard let (listener, root) = _hopRecipients(relation, root: root) else {
+                        dropQueue()
+                        return
+                    }
+                    // unsafeDowncast: the relation's listener and object are
+                    // the ones this hop was made for.
+                    handler(
+                        unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), buffer[index])
+                }
+            }
+        }
     }
 
     /// Delivers the oldest queued change (only if it was filed as `ticket`,
@@ -171,7 +209,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     @inlinable @discardableResult
     func deliverNext(ticket: UInt64?) -> Bool {
         // The relation is loaded under the lock, and dropped after it.
-        let next = mailbox.state.withLock { _ in
+        let next = mailboxState.withLock { _ in
             queue.next(ticket: ticket, hasPending: hasPending).map { ($0, _load(queue.relation)) }
         }
         guard let (change, relation) = next else { return false }
@@ -189,7 +227,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// and the queue is dropped.
     @usableFromInline
     override func actorDied() {
-        _endRelation(mailbox.state.withLock { _ in queue.relation })
+        _endRelation(mailboxState.withLock { _ in queue.relation })
         dropQueue()
     }
 
@@ -197,7 +235,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// mailbox entries are skipped when their turn comes.
     @inlinable
     func dropQueue() {
-        let dropped = mailbox.state.withLock { _ in queue.removeAll(hasPending: hasPending) }
+        let dropped = mailboxState.withLock { _ in queue.removeAll(hasPending: hasPending) }
         _ = dropped  // released here, unlocked
     }
 }

@@ -146,6 +146,35 @@ extension _Hop {
             return item.change
         }
 
+        /// Moves out, into `buffer` from its start, the queued changes filed
+        /// as consecutive tickets from `ticket`, as many as fit (and at most
+        /// `limit`); returns how many. None when the oldest queued change was
+        /// filed otherwise (its ticket was delivered already) or the
+        /// relation is not attached yet.
+        @inlinable
+        mutating func take(
+            from ticket: UInt64, limit: Int, into buffer: UnsafeMutableBufferPointer<ObservedChange<Value>>,
+            hasPending: borrowing Atomic<Bool>
+        ) -> Int {
+            guard relation != nil else { return 0 }
+            var taken = 0
+            while taken < min(limit, buffer.count), head < items.count,
+                items[head]?.ticket == ticket &+ UInt64(taken)
+            {
+                // Unwrapped: the slot at `head` was just found filled.
+                (buffer.baseAddress! + taken).initialize(to: items[head].take().unsafelyUnwrapped.change)
+                head += 1
+                taken += 1
+            }
+            if taken > 0, isEmpty {
+                // Only `nil` slots are released here.
+                items.removeAll(keepingCapacity: items.capacity <= 16)
+                head = 0
+                hasPending.store(false, ordering: .releasing)
+            }
+            return taken
+        }
+
         /// Empties the queue, returning what it held (to release unlocked).
         @inlinable
         mutating func removeAll(hasPending: borrowing Atomic<Bool>) -> ContiguousArray<Item?> {

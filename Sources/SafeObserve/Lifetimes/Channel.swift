@@ -128,11 +128,10 @@ final class _Channel: Sendable {
         @usableFromInline
         func deliverChange(root: AnyObject, change: UnsafeRawPointer, channel: _Channel) {
             let sequence = channel.changeCount.wrappingAdd(1, ordering: .relaxed).newValue
-            if needsOld || hasPrior {
-                deliverChangeInOrder(root: root, change: change, channel: channel, sequence: sequence)
-            } else {
-                deliver(root: root, change: change, phase: .change, sequence: sequence)
+            guard _slowPath(needsOld || hasPrior) else {
+                return deliver(root: root, change: change, phase: .change, sequence: sequence)
             }
+            deliverChangeInOrder(root: root, change: change, channel: channel, sequence: sequence)
         }
 
         // MARK: Nested changes
@@ -328,7 +327,7 @@ final class _Channel: Sendable {
         guard let emission = beginEmission(on: root) else { return try mutate() }
         defer { emission.end(root: root) }
         var old: Value? = emission.needsOld ? readOld() : nil
-        if emission.hasPrior {
+        if _slowPath(emission.hasPrior) {
             emission.deliverPrior(root: root, old: old, channel: self)
             // A prior handler may have changed the property: the change
             // starts from the value stored now.
