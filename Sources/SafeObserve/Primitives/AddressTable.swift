@@ -15,6 +15,12 @@ protocol _AddressKeyed {
 /// past 16 slots, so memory follows the live elements after a peak (a
 /// listener that observes and unobserves in a loop never reallocates: a
 /// small table never shrinks).
+///
+/// Elements filed under one key are visited in the order they were filed:
+/// an insertion takes the first free slot after its key's others, a removal
+/// shifts later elements back without passing one another, and a rehash
+/// re-files every probe run from its start (``_SentinelIndex`` relies on it
+/// for the order of an object's observed properties).
 struct _AddressTable<Element: _AddressKeyed> {
     private var slots: ContiguousArray<Element?> = []
     private(set) var count = 0
@@ -36,7 +42,8 @@ struct _AddressTable<Element: _AddressKeyed> {
 
     // MARK: Queries
 
-    /// Calls `body` with each element filed under `key` until it returns `false`.
+    /// Calls `body` with each element filed under `key`, in the order they
+    /// were filed, until it returns `false`.
     ///
     /// Probes in place: elements are lent to `body`, never copied out (a copy
     /// would retain their references).
@@ -171,13 +178,25 @@ struct _AddressTable<Element: _AddressKeyed> {
         rehash(capacity: Swift.max(16, (count * 2).nextPowerOfTwo))
     }
 
+    /// Re-files every element in a table of `capacity` slots, keeping the
+    /// order of the elements filed under each key.
+    ///
+    /// Elements under one key sit in one probe run, in the order they were
+    /// filed, and a run may wrap past the last slot. Re-inserting from slot
+    /// 0 would file a wrapped run's tail before its head; starting right
+    /// after an empty slot (one always exists: the load stays under 3/4)
+    /// and wrapping around visits every run from its start.
     private mutating func rehash(capacity: Int) {
         let old = slots
         slots = ContiguousArray(repeating: nil, count: capacity)
         count = 0
-        for case let element? in old {
-            insert(element)
+        guard let empty = old.firstIndex(where: { $0 == nil }) else {
+            // No slot at all (a table without storage).
+            for case let element? in old { insert(element) }
+            return
         }
+        for case let element? in old[(empty + 1)...] { insert(element) }
+        for case let element? in old[..<empty] { insert(element) }
     }
 
     // MARK: Invariants
