@@ -136,6 +136,41 @@ struct _AddressTable<Element: _AddressKeyed> {
         return nil
     }
 
+    /// Removes and returns the elements for which `shouldRemove` returns
+    /// `true`, keeping the order of those that stay under each key. Each
+    /// element is lent to `shouldRemove` in place, `inout`, so that it can
+    /// check `isKnownUniquelyReferenced` on a reference it holds (a copy
+    /// would retain it). Gives the storage back when the table empties, and
+    /// shrinks it below 1/8 load.
+    ///
+    /// - Complexity: O(capacity).
+    mutating func removeAll(where shouldRemove: (inout Element) -> Bool) -> [Element] {
+        guard count > 0 else { return [] }
+        // An empty slot before anything is removed: re-filing from right
+        // after it keeps the order under each key (see `rehash`).
+        let start = slots.firstIndex { $0 == nil }
+        var removed: [Element] = []
+        for index in slots.indices where slots[index] != nil {
+            if shouldRemove(&slots[index]!) {
+                removed.append(slots[index]!)
+                slots[index] = nil
+            }
+        }
+        guard !removed.isEmpty else { return [] }
+        let remaining = count - removed.count
+        guard remaining > 0 else {
+            slots = []
+            count = 0
+            return removed
+        }
+        let capacity =
+            slots.count > 16 && remaining * 8 < slots.count
+            ? Swift.max(16, (remaining * 2).nextPowerOfTwo) : slots.count
+        // The holes broke probe runs: every element is filed again.
+        refile(capacity: capacity, startingAfter: start)
+        return removed
+    }
+
     /// Removes every element and gives the storage back.
     ///
     /// - Complexity: O(capacity).
@@ -187,11 +222,17 @@ struct _AddressTable<Element: _AddressKeyed> {
     /// after an empty slot (one always exists: the load stays under 3/4)
     /// and wrapping around visits every run from its start.
     private mutating func rehash(capacity: Int) {
+        refile(capacity: capacity, startingAfter: slots.firstIndex { $0 == nil })
+    }
+
+    /// Files every element again in `capacity` slots, visiting the old
+    /// slots from right after `empty` (a slot that was empty before any
+    /// element was removed; `nil` for a table without storage), round.
+    private mutating func refile(capacity: Int, startingAfter empty: Int?) {
         let old = slots
         slots = ContiguousArray(repeating: nil, count: capacity)
         count = 0
-        guard let empty = old.firstIndex(where: { $0 == nil }) else {
-            // No slot at all (a table without storage).
+        guard let empty else {
             for case let element? in old { insert(element) }
             return
         }
