@@ -416,8 +416,11 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
     }
 
     override func evaluateTracked(_ root: AnyObject, _ body: ([_Access], UnsafeRawPointer) -> Void) {
-        var accesses: [_Access] = []
-        evaluateInto(keyPath, root, { accesses = _AccessTracker.resolve($0) }, { body(accesses, $0) })
+        // The pins are held until `body` has re-bound the dependencies (see
+        // `_AccessTracker.pins`).
+        var resolved: (accesses: [_Access], pins: [AnyObject]?) = ([], nil)
+        evaluateInto(keyPath, root, { resolved = _AccessTracker.resolvePinning($0) }, { body(resolved.accesses, $0) })
+        withExtendedLifetime(resolved) {}
     }
 
     override func deliver(

@@ -37,7 +37,9 @@ public enum SafeObservation {
     /// registration order — derived key paths rooted at `object`
     /// (`\.account.balance`, `\.fullName`) included when they read one of
     /// its `@Observed` properties, each listed once, with the first of those
-    /// properties it currently depends on.
+    /// properties it currently depends on. (A ``SafeObservationRegistrar``
+    /// forgets a key path nobody observes any more; observed again, it
+    /// counts as first observed then.)
     ///
     /// Relations of a dead listener stay listed until they are cleaned up;
     /// ``ObservationToken/listener`` is `nil` for those.

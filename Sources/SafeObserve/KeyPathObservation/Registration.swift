@@ -146,14 +146,20 @@ enum _SafeObserveRegistration {
         case .invalid:
             return inert
 
-        case .property(let channel):
+        case .property(let channel, let pins):
             guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
-            return attach(object, keyPath, options, deliver, to: channel, proxy: proxy, isDistinct: isDistinct)
+            // Held until the relation is added (see `_AccessTracker.pins`).
+            return withExtendedLifetime(pins) {
+                attach(object, keyPath, options, deliver, to: channel, proxy: proxy, isDistinct: isDistinct)
+            }
 
-        case .derived(let accesses):
+        case .derived(let accesses, let pins):
             // unsafeDowncast: `.makeDerivation` always returns a derivation.
             let derivation = unsafeDowncast(typed(.makeDerivation).unsafelyUnwrapped, to: _Derivation.self)
-            return registerDerived(object, keyPath, listener, options, deliver, derivation, accesses, isDistinct)
+            // Held until the dependencies are added (see `_AccessTracker.pins`).
+            return withExtendedLifetime(pins) {
+                registerDerived(object, keyPath, listener, options, deliver, derivation, accesses, isDistinct)
+            }
         }
     }
 
@@ -255,10 +261,12 @@ enum _SafeObserveRegistration {
     private enum Resolution {
         /// Nothing observable (already reported), or the object is in its `deinit`.
         case invalid
-        /// Exactly one `@Observed` property of the root.
-        case property(_Channel)
-        /// A value derived from these `@Observed` properties.
-        case derived([_Access])
+        /// Exactly one `@Observed` property of the root, and what to hold
+        /// until the relation is added (see `_AccessTracker.pins`).
+        case property(_Channel, pins: [AnyObject]?)
+        /// A value derived from these `@Observed` properties, and what to
+        /// hold until the dependencies are added.
+        case derived([_Access], pins: [AnyObject]?)
     }
 
     /// Resolves `keyPath` by reading it with a tracker installed; `.invalid`
@@ -270,7 +278,7 @@ enum _SafeObserveRegistration {
         #if SAFEOBSERVE_INTERNAL_CHECKS
             _generalResolutions.add(1, ordering: .relaxed)
         #endif
-        let accesses = _AccessTracker.resolve(read)
+        let (accesses, pins) = _AccessTracker.resolvePinning(read)
         guard !accesses.isEmpty else {
             _Diagnostics.reportProgrammerError(
                 "SafeObserve: cannot observe \(describe(keyPath, types)) on \(types.root): "
@@ -279,13 +287,13 @@ enum _SafeObserveRegistration {
             return .invalid
         }
         guard let access = propertyAccess(accesses, keyPath, object, isSettable) else {
-            return .derived(accesses)
+            return .derived(accesses, pins: pins)
         }
         if let field = access.sentinelField {
             _KeyPathResolutionCache.record(field, for: keyPath, on: ObjectIdentifier(type(of: object)))
         }
         _KeyPathNames.recordName(of: keyPath, reading: access)
-        return .property(access.channel)
+        return .property(access.channel, pins: pins)
     }
 
     /// Whether `keyPath`, which read exactly the `@Observed` property

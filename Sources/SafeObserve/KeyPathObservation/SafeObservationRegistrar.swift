@@ -34,12 +34,17 @@ import Synchronization
 /// When the property is observed, the new value is read through the key path
 /// after the mutation, and the old value before it when some relation asks
 /// for `.old`. Nothing is read while nobody observes the property.
+///
+/// Its cost and memory follow the key paths observed now, not those
+/// observed before: a subscript whose every index was observed once
+/// (`\.[index]`) costs a property nobody observes a lock and a look-up,
+/// and the registrar forgets a key path once nobody observes it, as it is
+/// used (in sweeps its look-ups pay for, amortized).
 public final class SafeObservationRegistrar: Sendable {
-    /// The sentinels of the key paths observed so far, in first-observation
-    /// order. A list, not a dictionary: hashing a key path may run user code
-    /// (its subscript arguments' `hash(into:)`), which must never run under
-    /// the lock; see `_KeyPathMatcher`.
-    private let sentinels = _Mutex<[(keyPath: AnyKeyPath, sentinel: _Sentinel)]>([])
+    /// The sentinels of the key paths observed (and still observed, or
+    /// not swept yet), by key-path identity and by hash; see
+    /// ``_RegistrarTable``.
+    private let table = _Mutex(_RegistrarTable())
 
     /// Creates an empty registrar; nothing is allocated per property until
     /// the property is first observed.
@@ -80,8 +85,10 @@ public final class SafeObservationRegistrar: Sendable {
     /// ```
     ///
     /// - Returns: What `mutation` returns.
-    /// - Complexity: O(1) when nobody observes `keyPath` (a lock and a lookup);
-    ///   otherwise plus one call per relation.
+    /// - Complexity: O(1) amortized when nobody observes `keyPath` (a lock
+    ///   and a look-up by identity; for a key path that is not the object
+    ///   first observed, such as a subscript's, its hash and a second look-up),
+    ///   whatever was observed before; otherwise plus one call per relation.
     public func withMutation<Object: SafeObservable, Value, Result>(
         of object: Object, keyPath: KeyPath<Object, Value>, _ mutation: () throws -> Result
     ) rethrows -> Result {
@@ -101,35 +108,69 @@ public final class SafeObservationRegistrar: Sendable {
         guard _AccessTracker.isActive, let sentinel = sentinel(for: object, keyPath: keyPath, create: true) else {
             return
         }
-        _AccessTracker.record(_Access(object: object, channel: sentinel.channel))
+        // Pinned: the registration holds the sentinel until its relation is
+        // added, so that no sweep forgets it meanwhile.
+        _AccessTracker.record(_Access(object: object, channel: sentinel.channel), pinning: sentinel)
     }
+
+    /// The key paths the registrar holds a sentinel for (tests).
+    var _observedKeyPathCount: Int { table.withLock { $0.count } }
 
     /// The sentinel of `keyPath`, created on its first observation with `create`.
     ///
-    /// - Complexity: O(*k*) in the key paths observed so far, with no user
-    ///   code unless `keyPath` is not one of them by identity.
+    /// By identity under the lock; then by hash (computed unlocked: it may
+    /// run user code) and, for key paths with an equal hash, `==` unlocked,
+    /// the lock taken again with the verdicts.
+    ///
+    /// - Complexity: O(1) amortized expected, whatever the key paths
+    ///   observed so far; no user code unless `keyPath` is not a stored key
+    ///   path by identity.
     private func sentinel(for object: AnyObject, keyPath: AnyKeyPath, create: Bool) -> _Sentinel? {
+        var hash: Int?
         var matcher = _KeyPathMatcher()
         var candidate: _Sentinel?
         while true {
-            // Identity under the lock; `==` unlocked, then again with the verdicts.
-            let (found, retry) = sentinels.withLock { sentinels -> (_Sentinel?, Bool) in
-                if let found = sentinels.first(where: { matcher.matches($0.keyPath, keyPath) == true }) {
-                    return (found.sentinel, false)
+            var swept: [_RegistrarTable.Entry] = []
+            let step = table.withLock { table -> _LookUpStep in
+                var found = table.sentinel(identicalTo: keyPath)
+                if found == nil {
+                    guard !table.isEmpty || candidate != nil || create else { return .absent }
+                    guard let hash else { return .needsHash }
+                    found = table.sentinel(hashed: hash) { matcher.matches($0, keyPath) }
+                    if found == nil, matcher.needsComparison { return .needsComparison }
+                    if found == nil, let candidate {
+                        table.insert(keyPath, hash: hash, sentinel: candidate)
+                        found = candidate
+                    }
                 }
-                if matcher.needsComparison { return (nil, true) }
-                guard let candidate else { return (nil, false) }
-                sentinels.append((keyPath, candidate))
-                return (candidate, false)
+                // After `found` holds its sentinel: a sweep cannot forget it.
+                swept = table.noteLookUp()
+                return found.map(_LookUpStep.found) ?? .absent
             }
-            if let found { return found }
-            if retry {
+            _ = swept  // released unlocked: a sentinel's deinit takes other locks
+            switch step {
+            case .found(let sentinel):
+                return sentinel
+            case .needsHash:
+                hash = keyPath.hashValue
+            case .needsComparison:
                 matcher.compareQueued(with: keyPath)
-                continue
+            case .absent:
+                // Never create a sentinel inside the object's own deinit.
+                guard create, candidate == nil, !_swift_isDeallocating(object) else { return nil }
+                candidate = _Sentinel(object: object, keyPath: keyPath)
             }
-            // Never create a sentinel inside the object's own deinit.
-            guard create, candidate == nil, !_swift_isDeallocating(object) else { return nil }
-            candidate = _Sentinel(object: object, keyPath: keyPath)
         }
     }
+}
+
+/// What one look-up of ``SafeObservationRegistrar`` under its lock found.
+private enum _LookUpStep {
+    case found(_Sentinel)
+    /// Not found by identity: the key path's hash is needed (unlocked).
+    case needsHash
+    /// Key paths with an equal hash need `==` (unlocked).
+    case needsComparison
+    /// Not stored (and no candidate to store).
+    case absent
 }

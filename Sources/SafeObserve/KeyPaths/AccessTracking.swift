@@ -62,9 +62,21 @@ struct _Access {
 /// getter may register an observation).
 struct _AccessTracker {
     private(set) var accesses: [_Access] = []
+    /// What keeps the recorded channels of ``SafeObservationRegistrar``
+    /// properties filed: their sentinels, which the registrar forgets (in a
+    /// sweep) only while nothing else holds them. Whoever adds relations to
+    /// the recorded channels holds these until it has (`@Observed` storage
+    /// keeps its sentinels: none for those, and no array).
+    private(set) var pins: [AnyObject]?
 
     /// Runs `read` while recording every `@Observed` access it makes.
     static func resolve(_ read: () -> Void) -> [_Access] {
+        resolvePinning(read).accesses
+    }
+
+    /// ``resolve(_:)``, with what the caller must hold until the relations
+    /// on the recorded channels are added (see ``pins``).
+    static func resolvePinning(_ read: () -> Void) -> (accesses: [_Access], pins: [AnyObject]?) {
         var tracker = _AccessTracker()
         // Room for a chain of eight links without regrowing (one allocation
         // either way).
@@ -79,7 +91,7 @@ struct _AccessTracker {
             }
             read()
         }
-        return tracker.accesses
+        return (tracker.accesses, tracker.pins)
     }
 
     /// Records `access` in the tracker of the registration running on this
@@ -87,6 +99,21 @@ struct _AccessTracker {
     static func record(_ access: @autoclosure () -> _Access) {
         guard let tracker = _currentTracker.value else { return }
         record(access(), into: tracker)
+    }
+
+    /// Records `access`, and `pin` (see ``pins``), in the tracker of the
+    /// registration running on this thread, if any.
+    static func record(_ access: _Access, pinning pin: AnyObject) {
+        guard let tracker = _currentTracker.value else { return }
+        // The slot points to the tracker of the `resolve` running on this
+        // thread, which outlives the call (it restores the slot before returning).
+        let pointer = tracker.assumingMemoryBound(to: _AccessTracker.self)
+        pointer.pointee.accesses.append(access)
+        if pointer.pointee.pins == nil {
+            pointer.pointee.pins = [pin]
+        } else {
+            pointer.pointee.pins!.append(pin)
+        }
     }
 
     /// Records `access` in `tracker`, the thread-local slot's value (see

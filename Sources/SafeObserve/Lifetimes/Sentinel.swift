@@ -36,20 +36,117 @@
 /// `deinit`. The lock is a leaf: taken while the registry's lock may be held
 /// (sentinels are created under it), it never takes another lock itself and
 /// runs no user code.
+///
+/// An object's first ``State/inlineLimit`` channels sit in the address
+/// table under the object's identity, in first-observation order (the table
+/// keeps the order under a key); the later ones of an object with more (a
+/// ``SafeObservationRegistrar``-backed subscript, one key path per
+/// argument) go to an overflow list of their own, so that filing and
+/// removing one costs O(1) whatever the number of the object's properties.
+/// While an object has an overflow list, its new channels go there, so the
+/// table's come first.
 enum _SentinelIndex {
     struct Entry: _AddressKeyed {
         let tableKey: ObjectIdentifier
         let channel: _Channel
     }
 
-    private static let table = _Mutex(_AddressTable<Entry>())
+    /// The channels of one object past the first ``State/inlineLimit``, in
+    /// first-observation order; a removed one leaves a hole until compaction.
+    struct Overflow {
+        var channels: ContiguousArray<_Channel?> = []
+        /// Where each channel sits in `channels`.
+        var positions: [ObjectIdentifier: Int] = [:]
+
+        var count: Int { positions.count }
+
+        mutating func append(_ channel: _Channel) {
+            positions[ObjectIdentifier(channel)] = channels.count
+            channels.append(channel)
+        }
+
+        /// Removes `channel`; compacts once holes outnumber channels
+        /// (amortized O(1)).
+        mutating func remove(_ channel: _Channel) -> _Channel? {
+            guard let position = positions.removeValue(forKey: ObjectIdentifier(channel)) else { return nil }
+            let removed = channels[position]
+            channels[position] = nil
+            if channels.count >= 16, channels.count > 2 * positions.count {
+                var kept = ContiguousArray<_Channel?>()
+                kept.reserveCapacity(positions.count)
+                for case let channel? in channels {
+                    positions[ObjectIdentifier(channel)] = kept.count
+                    kept.append(channel)
+                }
+                channels = kept
+            }
+            return removed
+        }
+    }
+
+    struct State {
+        /// The channels an object has in `table` before later ones go to
+        /// its overflow list.
+        static let inlineLimit = 8
+
+        var table = _AddressTable<Entry>()
+        var overflows: [ObjectIdentifier: Overflow] = [:]
+
+        /// - Complexity: O(1) expected.
+        mutating func insert(_ channel: _Channel) {
+            let key = channel.objectID
+            // (No hashing while no object has an overflow list: the usual case.)
+            if !overflows.isEmpty, overflows[key] != nil {
+                overflows[key]!.append(channel)
+                return
+            }
+            var inline = 0
+            table.forEach(under: key) { _ in
+                inline += 1
+                return inline < Self.inlineLimit
+            }
+            if inline < Self.inlineLimit {
+                table.insert(Entry(tableKey: key, channel: channel))
+            } else {
+                overflows[key, default: Overflow()].append(channel)
+            }
+        }
+
+        /// - Complexity: O(1) expected (amortized for an overflow list).
+        mutating func remove(_ channel: _Channel) -> _Channel? {
+            let key = channel.objectID
+            if let entry = table.remove(under: key, where: { $0.channel === channel }) { return entry.channel }
+            guard !overflows.isEmpty, let position = overflows.index(forKey: key) else { return nil }
+            let removed = overflows.values[position].remove(channel)
+            if overflows.values[position].count == 0 {
+                overflows.remove(at: position)
+                if overflows.isEmpty { overflows = [:] }  // give back what a peak took
+            }
+            return removed
+        }
+
+        /// The channels filed under `key`, in first-observation order.
+        func channels(under key: ObjectIdentifier) -> [_Channel] {
+            var channels: [_Channel] = []
+            table.forEach(under: key) { entry in
+                channels.append(entry.channel)
+                return true
+            }
+            if !overflows.isEmpty, let overflow = overflows[key] {
+                for case let channel? in overflow.channels { channels.append(channel) }
+            }
+            return channels
+        }
+    }
+
+    private static let state = _Mutex(State())
 
     static func insert(_ channel: _Channel) {
-        table.withLock { $0.insert(Entry(tableKey: channel.objectID, channel: channel)) }
+        state.withLock { $0.insert(channel) }
     }
 
     static func remove(_ channel: _Channel) {
-        let removed = table.withLock { $0.remove(under: channel.objectID) { $0.channel === channel } }
+        let removed = state.withLock { $0.remove(channel) }
         _ = removed  // released unlocked
     }
 
@@ -58,7 +155,9 @@ enum _SentinelIndex {
     ///
     /// - Complexity: O(*n*) in the observed properties of the process.
     static func allChannels() -> [_Channel] {
-        table.withLock { $0.elements.map(\.channel) }.filter { !$0.object.isGone }
+        state.withLock { state in
+            state.table.elements.map(\.channel) + state.overflows.values.flatMap { $0.channels.compactMap { $0 } }
+        }.filter { !$0.object.isGone }
     }
 
     /// The channels of `object`'s observed properties, in the order they were
@@ -67,14 +166,7 @@ enum _SentinelIndex {
     ///
     /// - Complexity: O(*p*) expected, *p* being the observed properties of `object`.
     static func channels(of object: AnyObject) -> [_Channel] {
-        var channels: [_Channel] = []
-        table.withLock { table in
-            table.forEach(under: ObjectIdentifier(object)) { entry in
-                channels.append(entry.channel)
-                return true
-            }
-        }
-        return channels.filter { $0.object.refers(to: object) }
+        state.withLock { $0.channels(under: ObjectIdentifier(object)) }.filter { $0.object.refers(to: object) }
     }
 }
 

@@ -65,12 +65,11 @@ extension NotificationHub {
         /// queue.enqueue(.unreadCountChanged, payload: 3, postingStyle: .asap, coalescing: .onName)
         /// ```
         ///
-        /// The new notification takes the place of the first queued one it
-        /// matches (observers see one notification, the latest, when the
-        /// first would have been posted); an `asap` notification that
-        /// matches a `whenIdle` one replaces it at the end of the `asap`
-        /// notifications instead, so as not to wait. A `now` notification
-        /// removes every queued one it matches, and is posted at once.
+        /// As Foundation's `NotificationQueue` does, enqueueing a
+        /// notification first removes every queued one it matches, whatever
+        /// their posting style, then queues it last among its style's (a
+        /// `now` one is posted at once instead): observers see one
+        /// notification, the latest, where the last one was enqueued.
         public struct Coalescing: OptionSet, Sendable, Hashable {
             /// The option bits.
             ///
@@ -117,6 +116,8 @@ extension NotificationHub {
         let actor: any Actor
         let isMainActor: Bool
         let state = _Mutex(State())
+        /// Identifies the tasks in ``waitUntilPosted()``.
+        private let nextWaiterID = Atomic<UInt64>(0)
 
         /// Creates a queue that posts to `hub` from `actor`.
         ///
@@ -140,7 +141,7 @@ extension NotificationHub {
         /// queue.enqueue(.didSync, postingStyle: .asap)
         /// assert(queue.count == 1)
         /// ```
-        public var count: Int { state.withLock { $0.asap.count + $0.idle.count } }
+        public var count: Int { state.withLock { $0.count } }
 
         /// Enqueues a notification, to be posted as `postingStyle` says,
         /// merged with the queued notifications `coalescing` matches.
@@ -156,6 +157,8 @@ extension NotificationHub {
         ///   - postingStyle: When it is posted.
         ///   - coalescing: Which queued notifications it merges with; by
         ///     name and sender by default, as Foundation's `NotificationQueue`.
+        /// - Complexity: Amortized O(1) plus the queued notifications it
+        ///   removes, whatever else is queued (for `now`, plus the post).
         public func enqueue<Payload>(
             _ name: NotificationName<Payload>, payload: Payload, from sender: AnyObject? = nil,
             postingStyle: PostingStyle, coalescing: Coalescing = [.onName, .onSender]
@@ -164,12 +167,13 @@ extension NotificationHub {
             let entry = Entry(nameID: name.id, sender: sender.map(_UnretainedReference.init)) { sender in
                 hub.post(name, payload: payload, from: sender)
             }
-            let outcome = state.withLock {
+            let action = state.withLock {
                 $0.enqueue(entry, from: sender, style: postingStyle, coalescing: coalescing)
             }
-            _ = outcome.released  // released unlocked: a payload's deinit may be user code
-            if outcome.postsNow { hub.post(name, payload: payload, from: sender) }
-            if let style = outcome.schedules { schedule(style) }
+            _ = action.released  // released unlocked: a payload's deinit may be user code
+            for waiter in action.resumes { waiter.resume() }
+            if action.postsNow { hub.post(name, payload: payload, from: sender) }
+            if let style = action.schedules { schedule(style) }
         }
 
         /// Enqueues a notification whose payload is `()`.
@@ -195,12 +199,50 @@ extension NotificationHub {
         ///   - name: The name to match.
         ///   - sender: The sender to match (`nil`: notifications with none).
         ///   - coalescing: What must match; name and sender by default.
+        /// - Complexity: Amortized O(1) plus the queued notifications it
+        ///   removes, whatever else is queued.
         public func dequeue<Payload>(
             _ name: NotificationName<Payload>, from sender: AnyObject? = nil,
             coalescing: Coalescing = [.onName, .onSender]
         ) {
-            let removed = state.withLock { $0.removeAll(matching: name.id, sender: sender, coalescing: coalescing) }
-            _ = removed  // released unlocked
+            let action = state.withLock { $0.dequeue(matching: name.id, sender: sender, coalescing: coalescing) }
+            _ = action.released  // released unlocked
+            for waiter in action.resumes { waiter.resume() }
+        }
+
+        /// Returns once every notification enqueued before the call was
+        /// posted (its observers called, those on other actors told) or
+        /// dropped: removed by coalescing or ``dequeue(_:from:coalescing:)``,
+        /// or its sender died.
+        ///
+        /// ```swift
+        /// queue.enqueue(.didSync, postingStyle: .whenIdle)
+        /// await queue.waitUntilPosted()   // .didSync was posted
+        /// ```
+        ///
+        /// Notifications enqueued after the call (by a handler, say) are not
+        /// waited for, so a queue that is never empty still lets its waiters
+        /// go. It may be called from anywhere, the queue's own actor
+        /// included (it suspends; the queue's jobs run meanwhile): for
+        /// tests, and before shutting down.
+        ///
+        /// If the calling task is cancelled, it returns at once, whatever is
+        /// still queued (check `Task.isCancelled` to tell).
+        ///
+        /// - Complexity: O(1) amortized, plus the wait.
+        public func waitUntilPosted() async {
+            let id = nextWaiterID.wrappingAdd(1, ordering: .relaxed).oldValue
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    // Cancellation is read under the lock: a cancellation
+                    // handler that ran before found no waiter, and then
+                    // this reads the task cancelled.
+                    let resumeNow = state.withLock { $0.wait(id, isCancelled: Task.isCancelled, continuation) }
+                    resumeNow?.resume()
+                }
+            } onCancel: {
+                state.withLock { $0.cancelWaiter(id) }?.resume()
+            }
         }
 
         // MARK: Jobs
@@ -239,7 +281,11 @@ extension NotificationHub {
         /// order (a handler may enqueue more: those queued before the list
         /// is empty are posted by this job too), then ends the job.
         private func post(_ style: PostingStyle) {
-            while let entry = state.withLock({ $0.next(style) }) {
+            while true {
+                // Asking for the next one tells the state the last one was posted.
+                let action = state.withLock { $0.next(style) }
+                for waiter in action.resumes { waiter.resume() }
+                guard let entry = action.entry else { return }
                 guard let sender = entry.sender else {
                     entry.post(nil)
                     continue

@@ -15,6 +15,12 @@ protocol _AddressKeyed {
 /// past 16 slots, so memory follows the live elements after a peak (a
 /// listener that observes and unobserves in a loop never reallocates: a
 /// small table never shrinks).
+///
+/// Elements filed under one key are visited in the order they were filed:
+/// an insertion takes the first free slot after its key's others, a removal
+/// shifts later elements back without passing one another, and a rehash
+/// re-files every probe run from its start (``_SentinelIndex`` relies on it
+/// for the order of an object's observed properties).
 struct _AddressTable<Element: _AddressKeyed> {
     private var slots: ContiguousArray<Element?> = []
     private(set) var count = 0
@@ -36,7 +42,8 @@ struct _AddressTable<Element: _AddressKeyed> {
 
     // MARK: Queries
 
-    /// Calls `body` with each element filed under `key` until it returns `false`.
+    /// Calls `body` with each element filed under `key`, in the order they
+    /// were filed, until it returns `false`.
     ///
     /// Probes in place: elements are lent to `body`, never copied out (a copy
     /// would retain their references).
@@ -129,6 +136,41 @@ struct _AddressTable<Element: _AddressKeyed> {
         return nil
     }
 
+    /// Removes and returns the elements for which `shouldRemove` returns
+    /// `true`, keeping the order of those that stay under each key. Each
+    /// element is lent to `shouldRemove` in place, `inout`, so that it can
+    /// check `isKnownUniquelyReferenced` on a reference it holds (a copy
+    /// would retain it). Gives the storage back when the table empties, and
+    /// shrinks it below 1/8 load.
+    ///
+    /// - Complexity: O(capacity).
+    mutating func removeAll(where shouldRemove: (inout Element) -> Bool) -> [Element] {
+        guard count > 0 else { return [] }
+        // An empty slot before anything is removed: re-filing from right
+        // after it keeps the order under each key (see `rehash`).
+        let start = slots.firstIndex { $0 == nil }
+        var removed: [Element] = []
+        for index in slots.indices where slots[index] != nil {
+            if shouldRemove(&slots[index]!) {
+                removed.append(slots[index]!)
+                slots[index] = nil
+            }
+        }
+        guard !removed.isEmpty else { return [] }
+        let remaining = count - removed.count
+        guard remaining > 0 else {
+            slots = []
+            count = 0
+            return removed
+        }
+        let capacity =
+            slots.count > 16 && remaining * 8 < slots.count
+            ? Swift.max(16, (remaining * 2).nextPowerOfTwo) : slots.count
+        // The holes broke probe runs: every element is filed again.
+        refile(capacity: capacity, startingAfter: start)
+        return removed
+    }
+
     /// Removes every element and gives the storage back.
     ///
     /// - Complexity: O(capacity).
@@ -171,13 +213,31 @@ struct _AddressTable<Element: _AddressKeyed> {
         rehash(capacity: Swift.max(16, (count * 2).nextPowerOfTwo))
     }
 
+    /// Re-files every element in a table of `capacity` slots, keeping the
+    /// order of the elements filed under each key.
+    ///
+    /// Elements under one key sit in one probe run, in the order they were
+    /// filed, and a run may wrap past the last slot. Re-inserting from slot
+    /// 0 would file a wrapped run's tail before its head; starting right
+    /// after an empty slot (one always exists: the load stays under 3/4)
+    /// and wrapping around visits every run from its start.
     private mutating func rehash(capacity: Int) {
+        refile(capacity: capacity, startingAfter: slots.firstIndex { $0 == nil })
+    }
+
+    /// Files every element again in `capacity` slots, visiting the old
+    /// slots from right after `empty` (a slot that was empty before any
+    /// element was removed; `nil` for a table without storage), round.
+    private mutating func refile(capacity: Int, startingAfter empty: Int?) {
         let old = slots
         slots = ContiguousArray(repeating: nil, count: capacity)
         count = 0
-        for case let element? in old {
-            insert(element)
+        guard let empty else {
+            for case let element? in old { insert(element) }
+            return
         }
+        for case let element? in old[(empty + 1)...] { insert(element) }
+        for case let element? in old[..<empty] { insert(element) }
     }
 
     // MARK: Invariants

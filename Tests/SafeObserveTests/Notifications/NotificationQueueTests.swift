@@ -1,7 +1,12 @@
+import Dispatch
 import Synchronization
 import Testing
 
 @testable import SafeObserve
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension NotificationName where Payload == Int {
     fileprivate static let level = NotificationName("queue.level")
@@ -62,6 +67,47 @@ private func drainMainActor(rounds: Int = 2) async {
     for _ in 0..<rounds { await Task { @MainActor in }.value }
 }
 
+/// A serial executor of its own, a dispatch queue that can be held: the
+/// jobs enqueued meanwhile wait without taking a thread (so a test can keep
+/// a queue's actor busy, or let it run for ever, without starving the
+/// cooperative pool that the other tests share).
+// @unchecked Sendable: `queue` is thread-safe; `isHeld` is only touched under `lock`.
+private final class HoldableExecutor: SerialExecutor, @unchecked Sendable {
+    private let queue = DispatchQueue(label: "SafeObserveTests.HoldableExecutor")
+    private let lock = _Mutex(false)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedSerialExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+
+    /// Holds the jobs enqueued from now on (until ``release()``).
+    func hold() {
+        lock.withLock { isHeld in
+            guard !isHeld else { return }
+            isHeld = true
+            queue.suspend()
+        }
+    }
+
+    /// Runs the held jobs; idempotent (a suspended queue must be resumed
+    /// before it is released).
+    func release() {
+        lock.withLock { isHeld in
+            guard isHeld else { return }
+            isHeld = false
+            queue.resume()
+        }
+    }
+}
+
+/// An actor on a ``HoldableExecutor``.
+private actor ExecutorActor {
+    let executor = HoldableExecutor()
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+}
+
 @Suite("Notification queue")
 @MainActor
 struct NotificationQueueTests {
@@ -90,7 +136,12 @@ struct NotificationQueueTests {
         #expect(log.entries == ["level:1@-", "level:2@-", "level:3@-", "tick@-"])
     }
 
-    @Test func coalescingOnName_mergesAcrossSenders_keepingTheFirstPlace() async {
+    // Foundation's `NotificationQueue` removes every queued notification that
+    // matches, then appends the new one (swift-corelibs-foundation's
+    // `enqueue(_:postingStyle:coalesceMask:forModes:)` and GNUstep's): the
+    // merged notification is posted where the last one was enqueued.
+
+    @Test func coalescingOnName_mergesAcrossSenders_theMergedOneQueuedLast() async {
         let hub = NotificationHub()
         let queue = NotificationHub.Queue(hub: hub)
         let log = Log()
@@ -101,7 +152,7 @@ struct NotificationQueueTests {
         queue.enqueue(.tick, postingStyle: .asap, coalescing: .onName)
         queue.enqueue(.level, payload: 2, from: b, postingStyle: .asap, coalescing: .onName)
         await drainMainActor()
-        #expect(log.entries == ["level:2@b", "tick@-"])
+        #expect(log.entries == ["tick@-", "level:2@b"])
     }
 
     @Test func coalescingOnSender_mergesAcrossNamesOfTheSamePayload() async {
@@ -115,7 +166,7 @@ struct NotificationQueueTests {
         queue.enqueue(.level, payload: 2, from: b, postingStyle: .asap, coalescing: .onSender)
         queue.enqueue(.other, payload: 3, from: a, postingStyle: .asap, coalescing: .onSender)
         await drainMainActor()
-        #expect(log.entries == ["other:3@a", "level:2@b"])
+        #expect(log.entries == ["level:2@b", "other:3@a"])
     }
 
     @Test func coalescingOnNameAndSender_keepsDifferentSendersApart() async {
@@ -130,7 +181,61 @@ struct NotificationQueueTests {
         queue.enqueue(.level, payload: 3, from: a, postingStyle: .asap)
         queue.enqueue(.level, payload: 4, postingStyle: .asap)
         await drainMainActor()
-        #expect(log.entries == ["level:3@a", "level:2@b", "level:4@-"])
+        #expect(log.entries == ["level:2@b", "level:3@a", "level:4@-"])
+    }
+
+    /// swift-corelibs-foundation's
+    /// `test_postAsapToDefaultQueueWithCoalescingOnNameOrSender`: five `asap`
+    /// notifications of one name from two senders, coalescing on name, on
+    /// sender, on name, on name, on sender: only the 4th and the 5th are
+    /// posted (the 3rd removes the 1st and the 2nd, the 4th the 3rd).
+    @Test func coalescingRemovesEveryQueuedMatch_asFoundationsNotificationQueue() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        let a = Source("a")
+        let b = Source("b")
+        queue.enqueue(.level, payload: 1, from: a, postingStyle: .asap, coalescing: .onName)
+        queue.enqueue(.level, payload: 2, from: b, postingStyle: .asap, coalescing: .onSender)
+        queue.enqueue(.level, payload: 3, from: a, postingStyle: .asap, coalescing: .onName)
+        queue.enqueue(.level, payload: 4, from: b, postingStyle: .asap, coalescing: .onName)
+        queue.enqueue(.level, payload: 5, from: a, postingStyle: .asap, coalescing: .onSender)
+        #expect(queue.count == 2)
+        await drainMainActor()
+        #expect(log.entries == ["level:4@b", "level:5@a"])
+        #expect(queue.count == 0)
+    }
+
+    @Test func coalescingRemovesEveryMatch_queuedAsapOrWhenIdle() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        for level in 1...3 { queue.enqueue(.level, payload: level, postingStyle: .asap, coalescing: []) }
+        for level in 4...6 { queue.enqueue(.level, payload: level, postingStyle: .whenIdle, coalescing: []) }
+        queue.enqueue(.tick, postingStyle: .asap, coalescing: [])
+        #expect(queue.count == 7)
+        queue.enqueue(.level, payload: 7, postingStyle: .asap, coalescing: .onName)
+        #expect(queue.count == 2)
+        #expect(await eventually { log.entries.count == 2 })
+        #expect(log.entries == ["tick@-", "level:7@-"])
+    }
+
+    /// Foundation files a notification in its own style's list after
+    /// removing its matches from both: a `whenIdle` one that matches an
+    /// `asap` one removes it and waits for idle.
+    @Test func aWhenIdleNotificationMatchingAnAsapOne_removesIt_andWaitsForIdle() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        queue.enqueue(.level, payload: 1, postingStyle: .asap)
+        queue.enqueue(.tick, postingStyle: .asap)
+        queue.enqueue(.level, payload: 2, postingStyle: .whenIdle)
+        #expect(queue.count == 2)
+        #expect(await eventually { log.entries.count == 2 })
+        #expect(log.entries == ["tick@-", "level:2@-"])
     }
 
     @Test func now_postsBeforeReturning_andRemovesTheQueuedOnesItMatches() async {
@@ -300,5 +405,133 @@ struct NotificationQueueTests {
             let mine = values.filter { $0 / 1_000 == thread }
             #expect(mine == mine.sorted(), "each thread's notifications are posted in the order it enqueued them")
         }
+    }
+
+    // MARK: Waiting until what was enqueued is posted
+
+    @Test func waitUntilPosted_fromTheQueuesOwnActor_returnsOnceEverythingEnqueuedBeforeWasPosted() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        queue.enqueue(.level, payload: 1, postingStyle: .asap)
+        queue.enqueue(.level, payload: 2, postingStyle: .whenIdle, coalescing: [])
+        queue.enqueue(.tick, postingStyle: .asap)
+        let returned = Flag()
+        Task { @MainActor in
+            await queue.waitUntilPosted()
+            log.append("returned")
+            returned.set()
+        }
+        #expect(await eventually { returned.isSet }, "waitUntilPosted() on the queue's own actor did not return")
+        #expect(log.entries == ["level:1@-", "tick@-", "level:2@-", "returned"])
+        #expect(queue.count == 0)
+    }
+
+    @Test func waitUntilPosted_withNothingQueued_returnsAtOnce() async {
+        let queue = NotificationHub.Queue(hub: NotificationHub())
+        await queue.waitUntilPosted()
+        queue.enqueue(.level, payload: 1, postingStyle: .now)
+        await queue.waitUntilPosted()
+        #expect(queue.count == 0)
+    }
+
+    @Test func waitUntilPosted_countsWhatWasDroppedAsDone() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        record(hub, into: log)
+        var sender: Source? = Source("gone")
+        queue.enqueue(.level, payload: 1, from: sender, postingStyle: .whenIdle)
+        queue.enqueue(.other, payload: 2, postingStyle: .whenIdle)
+        queue.enqueue(.tick, postingStyle: .whenIdle)
+        sender = nil
+        queue.dequeue(.other)
+        queue.enqueue(.tick, postingStyle: .asap)  // coalesces the idle one
+        let returned = Flag()
+        Task { @MainActor in
+            await queue.waitUntilPosted()
+            returned.set()
+        }
+        #expect(await eventually { returned.isSet })
+        #expect(log.entries == ["tick@-"])
+    }
+
+    /// A handler that enqueues again on every post keeps the queue's job
+    /// busy for ever: a waiter waits for what was enqueued before its call
+    /// only.
+    @Test func waitUntilPosted_doesNotWaitForWhatIsEnqueuedAfterTheCall() async {
+        let hub = NotificationHub()
+        // Its own thread: the endless job takes none from the cooperative pool.
+        let queue = NotificationHub.Queue(hub: hub, actor: ExecutorActor())
+        let stop = Flag()
+        let posts = Atomic<Int>(0)
+        hub.observe(.level, by: queue, isolation: nil) { queue, n in
+            posts.add(1, ordering: .relaxed)
+            if !stop.isSet { queue.enqueue(.level, payload: n.payload + 1, postingStyle: .asap) }
+        }
+        defer { stop.set() }
+        queue.enqueue(.level, payload: 1, postingStyle: .asap)
+        let returned = Flag()
+        Task.detached {
+            await queue.waitUntilPosted()
+            returned.set()
+        }
+        #expect(await eventually { returned.isSet }, "the waiter waited for notifications enqueued after its call")
+        stop.set()
+        #expect(await eventually { queue.count == 0 })
+        #expect(posts.load(ordering: .relaxed) >= 1)
+    }
+
+    /// Posted means observed: a waiter on another thread returns only after
+    /// the handlers of the notifications it waits for returned.
+    @Test func waitUntilPosted_returnsAfterTheHandlersOfThePostReturned() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)
+        let log = Log()
+        hub.observe(.level, by: log, isolation: nil) { log, _ in
+            let waiting = Flag()
+            Task.detached {
+                waiting.set()
+                await queue.waitUntilPosted()
+                log.append("returned")
+            }
+            _ = settles { waiting.isSet }
+            usleep(50_000)  // the waiter runs meanwhile, on another thread
+            log.append("handler")
+        }
+        queue.enqueue(.level, payload: 1, postingStyle: .asap)
+        #expect(await eventually { log.entries.count == 2 })
+        #expect(log.entries == ["handler", "returned"])
+    }
+
+    @Test func waitUntilPosted_returnsWhenItsTaskIsCancelled_withTheNotificationsStillQueued() async {
+        let busy = ExecutorActor()
+        let queue = NotificationHub.Queue(hub: NotificationHub(), actor: busy)
+        busy.executor.hold()
+        defer { busy.executor.release() }
+        queue.enqueue(.level, payload: 1, postingStyle: .asap)  // its job is held
+        let returned = Flag()
+        let waiter = Task.detached {
+            await queue.waitUntilPosted()
+            returned.set()
+        }
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(!returned.isSet)
+        waiter.cancel()
+        #expect(await eventually { returned.isSet }, "a cancelled waiter kept waiting")
+        #expect(queue.count == 1)
+        // A task cancelled before it waits does not wait either.
+        let returnedAtOnce = Flag()
+        Task.detached {
+            withUnsafeCurrentTask { $0?.cancel() }
+            await queue.waitUntilPosted()
+            returnedAtOnce.set()
+        }
+        #expect(await eventually { returnedAtOnce.isSet }, "a cancelled task waited")
+        busy.executor.release()
+        #expect(await eventually { queue.count == 0 })
+        // And a waiter that is not cancelled returns once the job ran.
+        await queue.waitUntilPosted()
     }
 }

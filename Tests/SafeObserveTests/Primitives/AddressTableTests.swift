@@ -42,16 +42,52 @@ struct AddressTableTests {
             #expect(table.count == model.values.reduce(0) { $0 + $1.count })
         }
         for key in keys.map(ObjectIdentifier.init) {
-            var filed: Set<Int> = []
+            // In the order they were filed, whatever rehashes happened since.
+            var filed: [Int] = []
             table.forEach(under: key) { element in
-                filed.insert(element.value)
+                filed.append(element.value)
                 return true
             }
-            #expect(filed == Set(model[key] ?? []))
+            #expect(filed == model[key] ?? [], "seed \(seed)")
         }
         let all = table.removeAll()
         #expect(all.count == model.values.reduce(0) { $0 + $1.count })
         #expect(table.isEmpty && table.capacity == 0)
+    }
+
+    /// Elements filed under one key whose probe run wraps past the table's
+    /// last slot keep their order when the table grows (a rehash that
+    /// re-inserted from slot 0 put the wrapped ones first).
+    @Test func elementsUnderOneKey_keepTheirOrder_whenTheirRunWrapsAndTheTableGrows() {
+        /// A key whose home slot is the last of an 8-slot table.
+        func keyHomedInLastSlot() -> ObjectIdentifier? {
+            for bits in stride(from: UInt(0x1000), to: 0x1000 + 16 * 4_096, by: 16) {
+                let key = unsafeBitCast(bits, to: ObjectIdentifier.self)
+                var table = _AddressTable<Element>()
+                table.insert(Element(tableKey: key, value: 0))
+                if table.capacity == 8, table.element(inSlot: 7) != nil { return key }
+            }
+            return nil
+        }
+        guard let key = keyHomedInLastSlot() else {
+            Issue.record("no key homed in the last slot")
+            return
+        }
+        var table = _AddressTable<Element>()
+        for value in 1...3 { table.insert(Element(tableKey: key, value: value)) }  // slots 7, 0, 1
+        #expect(table.element(inSlot: 0)?.value == 2, "the run wraps")
+        var other = UInt(bitPattern: key)
+        for value in 4...9 {  // other keys, until the table grows to 16 slots
+            other &+= 0x10_0000
+            table.insert(Element(tableKey: unsafeBitCast(other, to: ObjectIdentifier.self), value: value))
+        }
+        #expect(table.capacity > 8)
+        var order: [Int] = []
+        table.forEach(under: key) { element in
+            order.append(element.value)
+            return true
+        }
+        #expect(order == [1, 2, 3], "elements filed under one key came back as \(order) after a rehash")
     }
 
     @Test func keepsItsCapacityWhenItEmpties_soAListenerThatObservesInALoopDoesNotReallocate() {
