@@ -147,7 +147,7 @@ private func onAnotherThread(_ body: @escaping @Sendable () -> Void) {
 /// Polls `condition` in the caller's isolation until it holds or `seconds`
 /// pass (the caller's actor is free meanwhile); returns it.
 private func within(
-    isolation: isolated (any Actor)? = #isolation, _ seconds: Double = 5, _ condition: () -> Bool
+    isolation: isolated (any Actor)? = #isolation, _ seconds: Double = 60, _ condition: () -> Bool
 ) async -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
     while !condition() {
@@ -380,7 +380,13 @@ struct HopOrderAndLifetimeTests {
             let token = await worker.observe(model, by: listener, capturing: Captured(captures), log: log)
             let (entered, gate) = (Flag(), Flag())
             let blocker = Task.detached { await worker.block(entered: entered, gate: gate) }
-            _ = await within { entered.isSet }
+            // The worker must be busy before the change (a loaded machine may
+            // take long to start the task).
+            guard await within(60, { entered.isSet }) else {
+                gate.set()
+                Issue.record("the worker never became busy")
+                return
+            }
             onAnotherThread { model.count = 1 }  // queued for the busy worker
             // Lets the hop's job reach the worker (no assertion on time).
             try? await Task.sleep(for: .milliseconds(100))
