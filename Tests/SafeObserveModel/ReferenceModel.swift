@@ -100,9 +100,10 @@ public struct ReferenceModel {
     var channelLists: [Channel: [Int]] = [:]
     /// Changes stored per channel: each change's number, in store order.
     var storeCounts: [Channel: Int] = [:]
-    /// The changes whose change phase is being delivered, innermost last:
-    /// their channel, number and values.
-    var inFlight: [(channel: Channel, sequence: Int, old: Int, new: Int?)] = []
+    /// The changes one of whose phases is being delivered, innermost last:
+    /// their channel, number and values (a prior phase: the number of the
+    /// last change stored before it, and the entries it is delivered to).
+    var inFlight: [(channel: Channel, sequence: Int, old: Int, new: Int?, prior: [Int]?)] = []
     /// The notification channels that exist (made by a registration, kept
     /// for the hub's life, or until a sweep finds their sender dead), with
     /// their relations in the order they were added.
@@ -301,6 +302,9 @@ public struct ReferenceModel {
         let snapshot = channelLists[channel] ?? []
         let old = property < 2 ? objects[object]!.values[property] : 0  // single relations: `first`/`second` only
         let priorStart = storeCounts[channel] ?? 0
+        // In flight while delivered: a change a prior handler nests in it
+        // announces this one again when it ends.
+        inFlight.append((channel, priorStart, old, nil, snapshot))
         for entry in snapshot {
             let index = entries[entry].relation
             if entries[entry].isDependency {
@@ -309,6 +313,7 @@ public struct ReferenceModel {
                 reach(index, new: nil, old: old, prior: true, sequence: priorStart, channel: channel)
             }
         }
+        inFlight.removeLast()
         // A prior handler may have changed the property: the change starts
         // from the value stored now.
         let changeOld = property < 2 ? objects[object]!.values[property] : 0
@@ -325,7 +330,7 @@ public struct ReferenceModel {
         }
         storeCounts[channel, default: 0] += 1
         let sequence = storeCounts[channel]!
-        inFlight.append((channel, sequence, changeOld, value))
+        inFlight.append((channel, sequence, changeOld, value, nil))
         for entry in snapshot {
             if entries[entry].isDependency {
                 dependencyChanged(entry, isPrior: false)
@@ -336,6 +341,19 @@ public struct ReferenceModel {
             }
         }
         inFlight.removeLast()
+        // Made in the prior phase of another change of the property (the
+        // innermost in flight): that change is announced again, from the
+        // value stored now, to the relations that consumed its prior since.
+        if let enclosing = inFlight.last(where: { $0.channel == channel }), let priorSnapshot = enclosing.prior {
+            let current = property < 2 ? objects[object]!.values[property] : 0
+            for entry in priorSnapshot where !entries[entry].isDependency {
+                let index = entries[entry].relation
+                guard relations[index].options & 8 != 0 else { continue }
+                reach(
+                    index, new: nil, old: current, prior: true, sequence: enclosing.sequence, channel: channel,
+                    renewing: true)
+            }
+        }
         if let newLink {
             objects[newLink]!.pins -= 1
             releaseObject(newLink, unpinning: true)
@@ -349,7 +367,9 @@ public struct ReferenceModel {
     ///
     /// `sequence`: the change's number; for a prior, the number of the last
     /// change stored before its phase began.
-    private mutating func reach(_ index: Int, new: Int?, old: Int, prior: Bool, sequence: Int, channel: Channel) {
+    private mutating func reach(
+        _ index: Int, new: Int?, old: Int, prior: Bool, sequence: Int, channel: Channel, renewing: Bool = false
+    ) {
         guard !relations[index].isEnded else { return }
         guard listeners[relations[index].listener]!.isAlive else {
             endRelation(index)
@@ -366,13 +386,16 @@ public struct ReferenceModel {
         }
         // Chained: first the enclosing changes it was not told, outermost first.
         for record in inFlight.dropLast(prior ? 0 : 1)
-        where record.channel == channel && relations[index].lastChange < record.sequence {
+        where record.channel == channel && record.prior == nil && relations[index].lastChange < record.sequence {
             guard !relations[index].isEnded else { return }
             tell(index, new: record.new, old: record.old, sequence: record.sequence)
         }
         guard !relations[index].isEnded else { return }
         if prior {
-            guard !relations[index].awaitsChangeOfPrior, relations[index].lastChange <= sequence else { return }
+            // The phase skips a relation told a change stored since it began;
+            // renewed, it is for those alone.
+            guard !relations[index].awaitsChangeOfPrior, (relations[index].lastChange > sequence) == renewing
+            else { return }
             relations[index].awaitsChangeOfPrior = true
             deliver(index, new: nil, old: relations[index].options & 2 != 0 ? old : nil, prior: true, initial: false)
         } else {
@@ -381,14 +404,15 @@ public struct ReferenceModel {
     }
 
     /// Tells a chained relation one change, after its prior if it asks for
-    /// one and was not told it.
+    /// one and was not told it (told late: the prior comes just before it).
     private mutating func tell(_ index: Int, new: Int?, old: Int, sequence: Int) {
-        relations[index].lastChange = sequence
         let options = relations[index].options
         if options & 8 != 0, !relations[index].awaitsChangeOfPrior {
+            relations[index].awaitsChangeOfPrior = true
             deliver(index, new: nil, old: options & 2 != 0 ? old : nil, prior: true, initial: false)
-            guard !relations[index].isEnded else { return }
+            guard !relations[index].isEnded, relations[index].lastChange < sequence else { return }
         }
+        relations[index].lastChange = sequence
         relations[index].awaitsChangeOfPrior = false
         deliver(
             index, new: options & 1 != 0 ? new : nil, old: options & 2 != 0 ? old : nil, prior: false, initial: false)

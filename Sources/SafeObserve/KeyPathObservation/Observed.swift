@@ -162,7 +162,12 @@ public struct Observed<Value> {
             defer {
                 if let emission {
                     let new: Value? = didMutate ? instance[keyPath: storageKeyPath]._value : nil
-                    _endInPlaceChange(emission, of: instance, sentinelBits: sentinelBits, new: new, old: old)
+                    if _endInPlaceChange(emission, of: instance, sentinelBits: sentinelBits, new: new, old: old) {
+                        // A prior handler made this change: the enclosing
+                        // change is announced again, from the value now.
+                        let current: Value? = emission.needsOld ? instance[keyPath: storageKeyPath]._value : nil
+                        _renewPrior(of: instance, sentinelBits: sentinelBits, old: current)
+                    }
                 }
             }
             yield &instance[keyPath: storageKeyPath]._value
@@ -192,17 +197,34 @@ public struct Observed<Value> {
     /// the change (`new` is `nil` when the access was abandoned: then
     /// derivations learn that no change follows the prior phase) and ends the
     /// emission.
+    /// Returns whether the change was made in the prior phase of another
+    /// change of the property (then the caller renews that phase with
+    /// ``_renewPrior(of:sentinelBits:old:)``).
     @usableFromInline @inline(never)
     static func _endInPlaceChange(
         _ emission: _Channel.Emission, of instance: some SafeObservable, sentinelBits: UInt, new: Value?, old: Value?
-    ) {
+    ) -> Bool {
         defer { emission.end(root: instance) }
         guard let new else {
             if emission.hasPrior { emission.abandonPriorPhase(root: instance) }
-            return
+            return false
         }
-        let sentinel = Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
-        emission.deliverChange(root: instance, new: new, old: old, channel: sentinel.takeUnretainedValue().channel)
+        let channel = Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
+            .takeUnretainedValue().channel
+        emission.deliverChange(root: instance, new: new, old: old, channel: channel)
+        return emission.hasPrior && _Channel.Emission.enclosingPriorPhase(channel: channel) != nil
+    }
+
+    /// Announces again the change in whose prior phase an in-place change
+    /// was made (see ``_Channel/Emission/renewPrior(_:root:old:channel:)``).
+    @usableFromInline @inline(never)
+    static func _renewPrior(of instance: some SafeObservable, sentinelBits: UInt, old: Value?) {
+        let channel = Unmanaged<_Sentinel>.fromOpaque(UnsafeRawPointer(bitPattern: sentinelBits).unsafelyUnwrapped)
+            .takeUnretainedValue().channel
+        // Found again: the prior phase is still in flight (this thread runs
+        // inside it), and nothing ran since the check but the value's read.
+        guard let record = _Channel.Emission.enclosingPriorPhase(channel: channel) else { return }
+        _Channel.Emission.renewPrior(record, root: instance, old: old, channel: channel)
     }
 
     /// Registration is resolving a key path on this thread, with `tracker`:

@@ -49,7 +49,7 @@ final class _Channel: Sendable {
         /// then skipped for it (its handler would otherwise see values go
         /// back, and end on a stale one). That is this loop, for relations
         /// that receive new values only; when some ask for `.old` or
-        /// `.prior`, ``deliverInOrder(root:change:phase:sequence:channel:enclosing:)``
+        /// `.prior`, ``deliverInOrder(root:change:phase:sequence:channel:enclosing:renewing:)``
         /// tells such a relation the older change first. Dependencies of derived key paths
         /// that re-evaluate the key path always deliver its current value and
         /// are never skipped; the last link of a chain forwards the change
@@ -137,13 +137,71 @@ final class _Channel: Sendable {
         // MARK: Nested changes
 
         /// The prior phase of a change of a property some of whose relations
-        /// ask for `.old` or `.prior` (see ``deliverInOrder(root:change:phase:sequence:channel:enclosing:)``).
+        /// ask for `.old` or `.prior` (see ``deliverInOrder(root:change:phase:sequence:channel:enclosing:renewing:)``).
+        ///
+        /// Filed as in flight on this thread while it is delivered, so that a
+        /// change a prior handler nests in it announces this change again
+        /// when it ends (see ``renewPrior(_:root:old:)``).
         @usableFromInline @inline(never)
         func deliverPriorInOrder(root: AnyObject, change: UnsafeRawPointer, channel: _Channel) {
             let sequence = channel.changeCount.load(ordering: .relaxed)
-            deliverInOrder(
-                root: root, change: change, phase: .prior, sequence: sequence, channel: channel,
-                enclosing: _InFlightChange.innermost)
+            let enclosing = _InFlightChange.innermost
+            withUnsafePointer(to: self) { emission in
+                var record = _InFlightChange(
+                    channel: ObjectIdentifier(channel), sequence: sequence, change: UnsafeRawPointer(emission),
+                    enclosing: enclosing, isPrior: true)
+                withUnsafePointer(to: &record) { record in
+                    _InFlightChange.innermost = record
+                    defer { _InFlightChange.innermost = enclosing }
+                    deliverInOrder(
+                        root: root, change: change, phase: .prior, sequence: sequence, channel: channel,
+                        enclosing: enclosing)
+                }
+            }
+        }
+
+        /// After a change of `channel`'s property ends: the prior phase of
+        /// the change it is nested in, if that is the innermost change of the
+        /// property in flight on this thread (a prior handler made this
+        /// one). The caller then announces that change again with
+        /// ``renewPrior(_:root:old:)``, from the value stored now.
+        ///
+        /// - Complexity: O(*d*), *d* changes in flight on this thread.
+        @usableFromInline
+        static func enclosingPriorPhase(channel: _Channel) -> UnsafePointer<_InFlightChange>? {
+            var record = _InFlightChange.innermost
+            while let current = record {
+                if current.pointee.channel == ObjectIdentifier(channel) { return current.pointee.isPrior ? current : nil }
+                record = current.pointee.enclosing
+            }
+            return nil
+        }
+
+        /// Announces again the change whose prior phase `record` is, to the
+        /// relations of its snapshot that consumed the prior they were told
+        /// on a change nested in it since (a prior handler changed the
+        /// property): each gets a prior with the value stored now as its old
+        /// value, before the enclosing change stores its own. Runs inside the
+        /// nested change, so a handler that changes the property again nests
+        /// one level deeper, as it would in a change handler.
+        @inlinable
+        static func renewPrior<Value>(
+            _ record: UnsafePointer<_InFlightChange>, root: AnyObject, old: Value?, channel: _Channel
+        ) {
+            withUnsafePointer(to: ObservedChange(newValue: nil, oldValue: old)) {
+                renewPrior(record, root: root, change: $0, channel: channel)
+            }
+        }
+
+        @usableFromInline
+        static func renewPrior(
+            _ record: UnsafePointer<_InFlightChange>, root: AnyObject, change: UnsafeRawPointer, channel: _Channel
+        ) {
+            // The enclosing change's emission, on its frame for its prior phase.
+            let enclosing = record.pointee.change.assumingMemoryBound(to: Emission.self)
+            enclosing.pointee.deliverInOrder(
+                root: root, change: change, phase: .prior, sequence: record.pointee.sequence, channel: channel,
+                enclosing: record.pointee.enclosing, renewing: true)
         }
 
         /// The change phase of a change of a property some of whose relations
@@ -154,7 +212,8 @@ final class _Channel: Sendable {
         func deliverChangeInOrder(root: AnyObject, change: UnsafeRawPointer, channel: _Channel, sequence: UInt64) {
             let enclosing = _InFlightChange.innermost
             var record = _InFlightChange(
-                channel: ObjectIdentifier(channel), sequence: sequence, change: change, enclosing: enclosing)
+                channel: ObjectIdentifier(channel), sequence: sequence, change: change, enclosing: enclosing,
+                isPrior: false)
             withUnsafePointer(to: &record) { record in
                 _InFlightChange.innermost = record
                 defer { _InFlightChange.innermost = enclosing }
@@ -179,7 +238,8 @@ final class _Channel: Sendable {
         ///   before it): a relation still waiting for the change of a prior
         ///   it was told is skipped (that prior, a prior handler's change
         ///   nested in it, stands for it); so is one already told a change
-        ///   stored after this phase began.
+        ///   stored after this phase began. `renewing` (a change nested in
+        ///   this phase ended): for those alone, once they no longer wait.
         /// - Change phase: a relation asking for `.prior` that was not told
         ///   this change's prior (it was added meanwhile, or the prior it was
         ///   told went to a nested change) is told it first.
@@ -189,7 +249,7 @@ final class _Channel: Sendable {
         ///   changes the property it is told about).
         func deliverInOrder(
             root: AnyObject, change: UnsafeRawPointer, phase: _Phase, sequence: UInt64, channel: _Channel,
-            enclosing: UnsafePointer<_InFlightChange>?
+            enclosing: UnsafePointer<_InFlightChange>?, renewing: Bool = false
         ) {
             forEachLiveRelation(phase: phase) { relation, listener in
                 if phase == .change, relation.ordersChanges {
@@ -199,6 +259,8 @@ final class _Channel: Sendable {
                 // New values only (nothing to chain), or a dependency that
                 // evaluates its key path anew: as ``deliver(root:change:phase:sequence:)``.
                 guard relation.ordersChanges, !relation.options.isDisjoint(with: [.old, .prior]) else {
+                    // (A dependency's prior phase is the first alone.)
+                    if renewing { return }
                     if phase == .change, relation.ordersChanges {
                         relation.lastChange.store(sequence, ordering: .relaxed)
                     }
@@ -207,8 +269,11 @@ final class _Channel: Sendable {
                 }
                 if let enclosing { catchUp(relation, listener, root: root, from: enclosing, channel: channel) }
                 if phase == .prior {
+                    // The phase skips a relation told a change stored after
+                    // it began (a prior handler made it); renewed, it is for
+                    // those only.
                     guard !relation.awaitsChangeOfPrior.load(ordering: .relaxed),
-                        relation.lastChange.load(ordering: .relaxed) <= sequence
+                        (relation.lastChange.load(ordering: .relaxed) > sequence) == renewing
                     else { return }
                     relation.awaitsChangeOfPrior.store(true, ordering: .relaxed)
                     relation.deliver(listener, root, change, .prior)
@@ -227,7 +292,7 @@ final class _Channel: Sendable {
             if let enclosing = record.pointee.enclosing {
                 catchUp(relation, listener, root: root, from: enclosing, channel: channel)
             }
-            guard record.pointee.channel == ObjectIdentifier(channel),
+            guard record.pointee.channel == ObjectIdentifier(channel), !record.pointee.isPrior,
                 relation.lastChange.load(ordering: .relaxed) < record.pointee.sequence,
                 relation.isActive
             else { return }
@@ -239,12 +304,19 @@ final class _Channel: Sendable {
         private func tellChange(
             _ relation: _Relation, _ listener: AnyObject, root: AnyObject, change: UnsafeRawPointer, sequence: UInt64
         ) {
-            relation.lastChange.store(sequence, ordering: .relaxed)
             if relation.options.contains(.prior), !relation.awaitsChangeOfPrior.load(ordering: .relaxed) {
-                // The change's own old value is its prior's.
+                // Told late (it was not in the snapshot of this change's
+                // prior phase, or that prior went to a nested change): its
+                // prior just before it, as a hop's. The change's own old
+                // value is its prior's.
+                relation.awaitsChangeOfPrior.store(true, ordering: .relaxed)
                 relation.deliver(listener, root, change, .prior)
-                guard relation.isActive else { return }
+                // The prior's handler may have ended the relation, or nested
+                // a change that was told to it meanwhile (then this one is
+                // stale).
+                guard relation.isActive, relation.lastChange.load(ordering: .relaxed) < sequence else { return }
             }
+            relation.lastChange.store(sequence, ordering: .relaxed)
             relation.awaitsChangeOfPrior.store(false, ordering: .relaxed)
             relation.deliver(listener, root, change, .change)
         }
@@ -339,6 +411,9 @@ final class _Channel: Sendable {
         let result = try mutate()
         didMutate = true
         emission.deliverChange(root: root, new: readNew(), old: old, channel: self)
+        if _slowPath(emission.hasPrior), let record = Emission.enclosingPriorPhase(channel: self) {
+            Emission.renewPrior(record, root: root, old: emission.needsOld ? readOld() : nil, channel: self)
+        }
         return result
     }
 
@@ -517,17 +592,22 @@ final class _Channel: Sendable {
     }
 }
 
-/// A change of one property whose change phase is being delivered on this
+/// A change of one property one of whose phases is being delivered on this
 /// thread, for a property some of whose relations ask for `.old` or `.prior`:
 /// the innermost is ``innermost``, and each links to the one it is nested in
-/// (see ``_Channel/Emission/deliverInOrder(root:change:phase:sequence:channel:)``).
+/// (see ``_Channel/Emission/deliverInOrder(root:change:phase:sequence:channel:enclosing:renewing:)``).
+@usableFromInline
 struct _InFlightChange {
     let channel: ObjectIdentifier
+    /// The change's number; for a prior phase, the number of the last
+    /// change stored before it began.
     let sequence: UInt64
-    /// The change (an `ObservedChange<Value>` of the property), on the stack
-    /// of the frame delivering it.
+    /// The change phase: the change (an `ObservedChange<Value>` of the
+    /// property); the prior phase: its ``_Channel/Emission``. Either on the
+    /// stack of the frame delivering it.
     let change: UnsafeRawPointer
     let enclosing: UnsafePointer<_InFlightChange>?
+    let isPrior: Bool
 
     /// The innermost change in flight on this thread. The slot points into
     /// the frame delivering that change, which restores it before returning.

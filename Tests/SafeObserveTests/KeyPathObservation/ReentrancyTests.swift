@@ -320,6 +320,34 @@ struct NestedChangeOrderTests {
         }
     }
 
+    /// A prior handler changing the property it is told about, once or
+    /// more, by setting it or in place: each change it makes is told after
+    /// a prior of its own, the outer change gets a prior from the value
+    /// stored then, and the outer store is told last.
+    @Test(arguments: [1, 2, 3], [false, true])
+    func aPriorHandlerChangingItsOwnProperty_getsAPriorBeforeEachChange(budget: Int, inPlace: Bool) {
+        let counter = Counter()
+        let listener = Listener()
+        var remaining = budget
+        counter.safeObserve(\.count, by: listener, options: [.old, .new, .prior]) { listener, counter, change in
+            guard change.isPrior else {
+                listener.record("\(change.oldValue!)->\(change.newValue!)")
+                return
+            }
+            listener.record("prior \(change.oldValue!)")
+            guard remaining > 0 else { return }
+            remaining -= 1
+            if inPlace { counter.count += 1 } else { counter.count = change.oldValue! + 1 }
+        }
+        if inPlace { counter.count += 10 } else { counter.count = 10 }
+        var expected: [String] = []
+        for step in 0..<budget { expected += ["prior \(step)", "\(step)->\(step + 1)"] }
+        let final = inPlace ? budget + 10 : 10
+        expected += ["prior \(budget)", "\(budget)->\(final)"]
+        #expect(counter.count == final)
+        #expect(listener.log == expected)
+    }
+
     @Test func aChangeOfAnotherProperty_orAnotherObject_isDeliveredAtOnce() {
         let counter = Counter()
         let other = Counter()
