@@ -202,13 +202,19 @@ struct NotificationHubTests {
         #expect(SafeObservation.relations(observedBy: inbox).count == 3)
         token.invalidate()
         token.invalidate()
-        hub.unobserve(.count, by: inbox)
         hub.post(.count, payload: 1, from: sender)
         #expect(inbox.entries == ["sender"])
         hub.unobserve(.count, from: sender, by: inbox)
         hub.unobserve(.count, from: sender, by: inbox)
         hub.post(.count, payload: 1, from: sender)
         hub.post(.other, payload: 1)
+        #expect(inbox.entries == ["sender", "other"])
+        // Without a sender, a name's observations end whatever their filter.
+        hub.observe(.count, by: inbox) { inbox, _ in inbox.record("name") }
+        hub.observe(.count, from: sender, by: inbox) { inbox, _ in inbox.record("sender") }
+        hub.unobserve(.count, by: inbox)
+        hub.unobserve(.count, by: inbox)
+        hub.post(.count, payload: 1, from: sender)
         #expect(inbox.entries == ["sender", "other"])
         hub.unobserve(by: inbox)
         hub.unobserve(by: inbox)
