@@ -64,8 +64,10 @@ extension NotificationCenter {
         }
     }
 
-    /// Ends `listener`'s SafeObserve observation of `name` (with `object`,
-    /// if given, or the unfiltered one) on this center. Idempotent.
+    /// Ends `listener`'s SafeObserve observations of `name` on this center:
+    /// the one with `object` if given, every one of them otherwise
+    /// (unfiltered or filtered on any object), as
+    /// `removeObserver(_:name:object: nil)` does. Idempotent.
     ///
     /// ```swift
     /// NotificationCenter.default.safeUnobserve(.NSSystemClockDidChange, by: clock)
@@ -73,8 +75,12 @@ extension NotificationCenter {
     ///
     /// - Parameters:
     ///   - name: The notification name.
-    ///   - object: The sender filter the observation was made with.
+    ///   - object: The sender filter of the observation to end; `nil` ends
+    ///     those of `name` whatever their object.
     ///   - listener: The listener.
+    /// - Complexity: O(*k*) expected with an object, *k* being the
+    ///   listener's observations of that (name, object); O(*n*) without, in
+    ///   the listener's observations.
     public func safeUnobserve(_ name: Notification.Name, object: AnyObject? = nil, by listener: AnyObject) {
         guard let bridge = _FoundationBridge.existingBridge(for: self) else { return }
         bridge.hub.unobserve(bridge.name(for: name), from: object, by: listener)
@@ -90,6 +96,51 @@ extension NotificationCenter {
     /// - Parameter listener: The listener.
     public func safeUnobserve(by listener: AnyObject) {
         _FoundationBridge.existingBridge(for: self)?.hub.unobserve(by: listener)
+    }
+
+    /// Ends every SafeObserve observation `listener` made on this center
+    /// with `object` as its sender filter, of any name — as
+    /// `removeObserver(_:name: nil, object:)` does. Idempotent.
+    ///
+    /// ```swift
+    /// NotificationCenter.default.safeUnobserve(object: document, by: editor)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The sender filter the observations were made with.
+    ///   - listener: The listener.
+    /// - Complexity: O(*n*) in the listener's relations.
+    public func safeUnobserve(object: AnyObject, by listener: AnyObject) {
+        _FoundationBridge.existingBridge(for: self)?.hub.unobserve(from: object, by: listener)
+    }
+
+    /// The live SafeObserve observations made on this center, of every
+    /// listener, in registration order (debugging and leak tests).
+    ///
+    /// ```swift
+    /// #expect(center.safeRelations().isEmpty)   // nothing leaked
+    /// ```
+    ///
+    /// - Returns: A token per observation; an observation whose listener or
+    ///   object died is ended when found, and not listed.
+    /// - Complexity: O(*c* + *n* log *n*), *c* being the names and objects
+    ///   observed on this center and *n* the observations.
+    public func safeRelations() -> [SafeObserve.ObservationToken] {
+        _FoundationBridge.existingBridge(for: self)?.hub.relations() ?? []
+    }
+
+    /// The live SafeObserve observations `listener` made on this center, in
+    /// registration order.
+    ///
+    /// ```swift
+    /// #expect(center.safeRelations(observedBy: clock).count == 1)
+    /// ```
+    ///
+    /// - Parameter listener: The listener.
+    /// - Returns: A token per observation.
+    /// - Complexity: O(*n* log *n*) in the listener's relations.
+    public func safeRelations(observedBy listener: AnyObject) -> [SafeObserve.ObservationToken] {
+        _FoundationBridge.existingBridge(for: self)?.hub.relations(observedBy: listener) ?? []
     }
 }
 

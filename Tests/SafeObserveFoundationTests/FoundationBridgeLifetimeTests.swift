@@ -48,7 +48,8 @@ struct FoundationBridgeLifetimeTests {
         while captures.count < 100, ContinuousClock.now < deadline { usleep(1_000) }
         let live = listeners.reduce(0) { $0 + SafeObservation.relations(observedBy: $1).count }
         #expect(live == 0, "\(live) of 100 relations outlived their NotificationCenter")
-        #expect(captures.count == 100, "\(captures.count) of 100 handlers (and captures) released after the center died")
+        #expect(
+            captures.count == 100, "\(captures.count) of 100 handlers (and captures) released after the center died")
         withExtendedLifetime(listeners) {}
     }
 }
