@@ -5,7 +5,8 @@
 /// Names carry their payload type (``NotificationName``), so posting and
 /// observing are compile-checked. Observers are relations like key-path
 /// observations: the same listener lifetimes, the same tokens, the same
-/// introspection (``SafeObservation/relations(observedBy:)``).
+/// introspection (``SafeObservation/relations(observedBy:)``, and per hub
+/// ``relations()``).
 ///
 /// ```swift
 /// extension NotificationName where Payload == Int {
@@ -83,7 +84,9 @@ public final class NotificationHub: Sendable {
     ///   - sender: Only notifications posted by this object, if given. Never
     ///     retained; once it died, nothing matches.
     ///   - listener: The object on whose behalf the handler runs. Never
-    ///     retained: the relation ends when it dies.
+    ///     retained: the relation ends when it dies — inside its `deinit`
+    ///     if it adopts ``SafeObserver``, otherwise at the next post that
+    ///     reaches the relation (or a sweep that finds it dead first).
     ///   - isolation: The actor the handler is isolated to, or `nil` for
     ///     synchronous delivery on the posting thread; the caller's by default.
     ///   - handler: Called with the listener and the notification.

@@ -12,7 +12,7 @@ extension NotificationHub {
     /// once), the iterator is dropped, or the hub dies. With a sender, it
     /// also finishes when the sender dies: inside the sender's `deinit` if
     /// it adopts ``SafeObserver``; otherwise within half a second, with no
-    /// other activity needed (while such a sequence exists, a task probes
+    /// other activity needed (while such a sequence exists, a thread probes
     /// its senders every quarter second; it ends when none is left, so
     /// nothing runs for a process without one). Nothing is yielded after
     /// the sender died. Neither the sequence nor its iterator keeps the hub

@@ -4,15 +4,18 @@
 /// A sender that adopts ``SafeObserver`` finishes its sequences inside its
 /// own `deinit` (a finalizer on its proxy). Any other class has no such
 /// hook, so its death must be noticed: while at least one sequence filtered
-/// on such a sender exists, a task probes the watched senders every
-/// ``interval`` and finishes the sequences of those that died. The task
-/// ends at its first probe that finds nothing left to watch, so a process
-/// with no such sequence runs nothing and holds nothing here.
+/// on such a sender exists, a thread probes the watched senders every
+/// ``interval`` and finishes the sequences of those that died. A thread of
+/// its own, not a task: the program may keep the cooperative pool's
+/// threads busy, and the bound must hold anyway. The thread ends at its
+/// first probe that finds nothing left to watch, so a process with no such
+/// sequence runs nothing and holds nothing here.
 enum _SenderWatch {
-    /// How often the task probes the watched senders. A sequence finishes
-    /// within this interval of its sender's death, plus the time the task
-    /// waits for a thread (the documentation promises half a second).
-    static let interval = Duration.milliseconds(250)
+    /// How often, in milliseconds, the thread probes the watched senders. A
+    /// sequence finishes within this interval of its sender's death, plus
+    /// the time the thread waits for a core (the documentation promises
+    /// half a second).
+    static let interval = 250
 
     private static let state = _Mutex(State())
 
@@ -24,9 +27,7 @@ enum _SenderWatch {
     static func watch(_ sender: AnyObject, finish: @escaping @Sendable () -> Void) -> Int {
         let outcome = state.withLock { $0.watch(sender, finish: finish) }
         for finish in outcome.finishesNow { finish() }
-        if outcome.startsTask {
-            Task.detached(priority: .utility) { await run() }
-        }
+        if outcome.startsThread { _detachThread(run) }
         return outcome.id
     }
 
@@ -39,14 +40,14 @@ enum _SenderWatch {
         _ = removed  // released unlocked: its captures may be anything
     }
 
-    /// The watching task: probes, unlocked, every ``interval``; ends when
+    /// The watching thread: probes, unlocked, every ``interval``; ends when
     /// nothing is left to watch.
     ///
     /// - Complexity: O(*s*) per probe in the watched senders.
-    private static func run() async {
+    @Sendable
+    private static func run() {
         while true {
-            // Never cancelled; a sleep that throws just probes sooner.
-            try? await Task.sleep(for: interval)
+            _sleep(milliseconds: interval)
             let dead = state.withLock { $0.senders() }.filter(\.reference.isGone)
             let (finishes, stops) = state.withLock { $0.forget(dead: dead) }
             for finish in finishes { finish() }
@@ -54,7 +55,7 @@ enum _SenderWatch {
         }
     }
 
-    /// Whether the task runs, and how many senders are watched (tests).
+    /// Whether the thread runs, and how many senders are watched (tests).
     static var _status: (isRunning: Bool, senders: Int) {
         state.withLock { ($0.isRunning, $0.watched.count) }
     }

@@ -1,5 +1,5 @@
 extension _SenderWatch {
-    /// The watched senders and whether the watching task runs. Its
+    /// The watched senders and whether the watching thread runs. Its
     /// transitions never release a value or run an action under the lock:
     /// what they remove is returned.
     struct State {
@@ -19,15 +19,15 @@ extension _SenderWatch {
         var watched: [ObjectIdentifier: Watched] = [:]
         /// Identities of watches, increasing.
         var lastID = 0
-        /// Whether a task is watching (or about to).
+        /// Whether a thread is watching (or about to).
         var isRunning = false
 
         /// What to do after unlocking, once a sender is watched.
         struct WatchOutcome {
             /// The watch's identity, for ``unwatch(_:id:)``.
             var id: Int
-            /// Start the watching task.
-            var startsTask = false
+            /// Start the watching thread.
+            var startsThread = false
             /// What finishes the sequences of a dead sender that was
             /// watched at `sender`'s address (portable probes only: the
             /// native ones keep a watched sender's address from reuse).
@@ -50,7 +50,7 @@ extension _SenderWatch {
                 .finishes[lastID] = finish
             if !isRunning {
                 isRunning = true
-                outcome.startsTask = true
+                outcome.startsThread = true
             }
             _checkInvariants()
             return outcome
@@ -82,7 +82,7 @@ extension _SenderWatch {
         }
 
         /// Forgets the senders found dead; returns what finishes their
-        /// sequences, and whether the task ends (nothing left to watch: a
+        /// sequences, and whether the thread ends (nothing left to watch: a
         /// later watch starts another).
         ///
         /// - Complexity: O(*d* + *f* log *f*) in the dead senders and their
@@ -107,12 +107,12 @@ extension _SenderWatch {
             finishes.sorted { $0.key < $1.key }.map(\.value)
         }
 
-        /// A watched sender always has a task coming for it, and no entry
+        /// A watched sender always has a thread coming for it, and no entry
         /// is empty (under `SAFEOBSERVE_INTERNAL_CHECKS`, after each
         /// transition).
         func _checkInvariants() {
             #if SAFEOBSERVE_INTERNAL_CHECKS
-                precondition(watched.isEmpty || isRunning, "_SenderWatch: senders watched and no task")
+                precondition(watched.isEmpty || isRunning, "_SenderWatch: senders watched and no thread")
                 precondition(!watched.values.contains { $0.finishes.isEmpty }, "_SenderWatch: an empty entry")
             #endif
         }
