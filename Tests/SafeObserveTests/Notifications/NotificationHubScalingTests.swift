@@ -32,7 +32,9 @@ private func describe(_ duration: Duration) -> String {
     return microseconds >= 1_000 ? "\(Int(microseconds / 1_000)) ms" : "\((microseconds * 10).rounded() / 10) µs"
 }
 
-@Suite("NotificationHub scaling", .serialized)
+@Suite(
+    "NotificationHub scaling", .serialized,
+    .disabled(if: StressConfig.isSanitized, "a sanitizer's own costs would be measured, not the hub's"))
 struct NotificationHubScalingTests {
     /// `unobserve(by:)` visits the listener's relations, not every channel of
     /// the hub.
