@@ -35,7 +35,9 @@ extension NotificationCenter {
     ///
     /// The bridge adds one Foundation observer per (center, name) it was
     /// asked for, for the center's lifetime; every SafeObserve observer of
-    /// that name shares it.
+    /// that name shares it. A center that dies ends every SafeObserve
+    /// observation made on it and releases their handlers, during its own
+    /// deinitialization, as a ``NotificationHub`` that dies does.
     ///
     /// - Parameters:
     ///   - name: The notification name.
@@ -62,8 +64,10 @@ extension NotificationCenter {
         }
     }
 
-    /// Ends `listener`'s SafeObserve observation of `name` (with `object`,
-    /// if given, or the unfiltered one) on this center. Idempotent.
+    /// Ends `listener`'s SafeObserve observations of `name` on this center:
+    /// the one with `object` if given, every one of them otherwise
+    /// (unfiltered or filtered on any object), as
+    /// `removeObserver(_:name:object: nil)` does. Idempotent.
     ///
     /// ```swift
     /// NotificationCenter.default.safeUnobserve(.NSSystemTimeZoneDidChange, by: clock)
@@ -71,8 +75,12 @@ extension NotificationCenter {
     ///
     /// - Parameters:
     ///   - name: The notification name.
-    ///   - object: The sender filter the observation was made with.
+    ///   - object: The sender filter of the observation to end; `nil` ends
+    ///     those of `name` whatever their object.
     ///   - listener: The listener.
+    /// - Complexity: O(*k*) expected with an object, *k* being the
+    ///   listener's observations of that (name, object); O(*n*) without, in
+    ///   the listener's observations.
     public func safeUnobserve(_ name: Notification.Name, object: AnyObject? = nil, by listener: AnyObject) {
         guard let bridge = _FoundationBridge.existingBridge(for: self) else { return }
         bridge.hub.unobserve(bridge.name(for: name), from: object, by: listener)
@@ -89,6 +97,51 @@ extension NotificationCenter {
     public func safeUnobserve(by listener: AnyObject) {
         _FoundationBridge.existingBridge(for: self)?.hub.unobserve(by: listener)
     }
+
+    /// Ends every SafeObserve observation `listener` made on this center
+    /// with `object` as its sender filter, of any name — as
+    /// `removeObserver(_:name: nil, object:)` does. Idempotent.
+    ///
+    /// ```swift
+    /// NotificationCenter.default.safeUnobserve(object: document, by: editor)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The sender filter the observations were made with.
+    ///   - listener: The listener.
+    /// - Complexity: O(*n*) in the listener's relations.
+    public func safeUnobserve(object: AnyObject, by listener: AnyObject) {
+        _FoundationBridge.existingBridge(for: self)?.hub.unobserve(from: object, by: listener)
+    }
+
+    /// The live SafeObserve observations made on this center, of every
+    /// listener, in registration order (debugging and leak tests).
+    ///
+    /// ```swift
+    /// #expect(center.safeRelations().isEmpty)   // nothing leaked
+    /// ```
+    ///
+    /// - Returns: A token per observation; an observation whose listener or
+    ///   object died is ended when found, and not listed.
+    /// - Complexity: O(*c* + *n* log *n*), *c* being the names and objects
+    ///   observed on this center and *n* the observations.
+    public func safeRelations() -> [SafeObserve.ObservationToken] {
+        _FoundationBridge.existingBridge(for: self)?.hub.relations() ?? []
+    }
+
+    /// The live SafeObserve observations `listener` made on this center, in
+    /// registration order.
+    ///
+    /// ```swift
+    /// #expect(center.safeRelations(observedBy: clock).count == 1)
+    /// ```
+    ///
+    /// - Parameter listener: The listener.
+    /// - Returns: A token per observation.
+    /// - Complexity: O(*n* log *n*) in the listener's relations.
+    public func safeRelations(observedBy listener: AnyObject) -> [SafeObserve.ObservationToken] {
+        _FoundationBridge.existingBridge(for: self)?.hub.relations(observedBy: listener) ?? []
+    }
 }
 
 /// A Foundation notification as the bridge's hub carries it.
@@ -101,16 +154,38 @@ struct _BridgedNotification: @unchecked Sendable {
 
 /// The bridge between one `NotificationCenter` and the hub its SafeObserve
 /// observers live in.
+///
+/// Owned by the center, through the Foundation observers it adds (their
+/// blocks capture it): so the bridge, its hub and every relation made on it
+/// die with the center, and the relations end then, as a hub's do when it
+/// dies. The table of bridges only finds a center's bridge; it never keeps
+/// one alive.
 final class _FoundationBridge: Sendable {
     /// The hub the center's notifications are forwarded to.
     let hub = NotificationHub()
-    /// The center; a bridge found for a dead center's identity is replaced.
-    weak let center: NotificationCenter?
-    /// The names forwarded, with their Foundation observers.
-    let forwarded = _Locked<[Notification.Name: any NSObjectProtocol]>([:])
+    /// The center's identity: the bridge's key in the table. While the
+    /// bridge lives, so does its center (the center owns it; other holders
+    /// are calls made on the center), so no other center has this address.
+    let centerID: ObjectIdentifier
+    /// The names forwarded. Not their Foundation observers: each holds its
+    /// block, which holds this bridge (a cycle); the center drops them
+    /// when it dies.
+    let forwarded = _Locked<Set<Notification.Name>>([])
 
     init(center: NotificationCenter) {
-        self.center = center
+        centerID = ObjectIdentifier(center)
+    }
+
+    deinit {
+        // Forget this bridge's entry, unless a center born at the same
+        // address already replaced it.
+        let id = ObjectIdentifier(self)
+        let entry = Self.bridges.withLock { bridges -> Entry? in
+            guard let entry = bridges[centerID], entry.bridgeID == id else { return nil }
+            bridges[centerID] = nil
+            return entry
+        }
+        _ = entry  // released unlocked
     }
 
     /// The hub name a Foundation name is forwarded under.
@@ -118,28 +193,41 @@ final class _FoundationBridge: Sendable {
         NotificationName("Foundation." + name.rawValue)
     }
 
-    /// Every center's bridge, by the center's identity.
-    private static let bridges = _Locked<[ObjectIdentifier: _FoundationBridge]>([:])
+    /// A bridge in the table, held weakly (its center owns it). A class: a
+    /// struct holding a `weak` reference, as a dictionary's value, was
+    /// miscompiled in debug builds (Swift 6.3.1, Linux).
+    private final class Entry: Sendable {
+        weak let bridge: _FoundationBridge?
+        let bridgeID: ObjectIdentifier
+
+        init(_ bridge: _FoundationBridge) {
+            self.bridge = bridge
+            bridgeID = ObjectIdentifier(bridge)
+        }
+    }
+
+    /// Every living center's bridge, by the center's identity.
+    private static let bridges = _Locked<[ObjectIdentifier: Entry]>([:])
 
     /// The bridge for `center`, created if needed, forwarding `name`.
     static func bridge(for center: NotificationCenter, forwarding name: Notification.Name) -> _FoundationBridge {
-        let bridge = bridges.withLock { bridges in
+        let (bridge, replaced) = bridges.withLock { bridges -> (_FoundationBridge, Entry?) in
             let key = ObjectIdentifier(center)
-            if let bridge = bridges[key], bridge.center === center { return bridge }
+            if let bridge = bridges[key]?.bridge { return (bridge, nil) }
+            // An entry whose bridge is gone is a dead center's, whose
+            // bridge's deinit is under way: replaced here.
             let bridge = _FoundationBridge(center: center)
-            bridges[key] = bridge  // a dead center's bridge is dropped here
-            return bridge
+            let replaced = bridges.updateValue(Entry(bridge), forKey: key)
+            return (bridge, replaced)
         }
+        _ = replaced  // released unlocked
         bridge.forward(name, from: center)
         return bridge
     }
 
     /// The bridge for `center`, if SafeObserve observers were added to it.
     static func existingBridge(for center: NotificationCenter) -> _FoundationBridge? {
-        bridges.withLock { bridges in
-            guard let bridge = bridges[ObjectIdentifier(center)], bridge.center === center else { return nil }
-            return bridge
-        }
+        bridges.withLock { bridges in bridges[ObjectIdentifier(center)]?.bridge }
     }
 
     /// Adds the Foundation observer forwarding `name` to the hub, once.
@@ -147,10 +235,11 @@ final class _FoundationBridge: Sendable {
     /// takes (a forwarded post takes only the hub's).
     private func forward(_ name: Notification.Name, from center: NotificationCenter) {
         forwarded.withLock { forwarded in
-            guard forwarded[name] == nil else { return }
-            let hub = hub
+            guard forwarded.insert(name).inserted else { return }
             let hubName = self.name(for: name)
-            forwarded[name] = center.addObserver(forName: name, object: nil, queue: nil) { notification in
+            // The block holds the bridge (and so the hub): the center owns
+            // both, through this observer, until it dies.
+            _ = center.addObserver(forName: name, object: nil, queue: nil) { [self] notification in
                 // Only a class instance can be a sender: a value posted as
                 // `object` is boxed anew each time and would match nothing.
                 let sender = notification.object.flatMap { type(of: $0) is AnyClass ? $0 as AnyObject : nil }

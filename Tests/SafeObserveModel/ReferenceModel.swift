@@ -168,7 +168,13 @@ public struct ReferenceModel {
             guard let sender = senderSerial(senderSlot) else { return }
             post(name, from: sender)
         case .unobserveNotification(let listenerSlot, let name, let senderSlot):
-            guard let listener = listenerSlots[listenerSlot], let sender = senderSerial(senderSlot) else { return }
+            guard let listener = listenerSlots[listenerSlot] else { return }
+            guard senderSlot != nil else {
+                // Without a sender: the name's relations, whatever their sender filter.
+                end { $0.notificationName == name && $0.listener == listener }
+                return
+            }
+            guard let sender = senderSerial(senderSlot) else { return }
             end { $0.notificationName == name && $0.object == sender && $0.listener == listener }
         case .unobserveHub(let listenerSlot):
             guard let listener = listenerSlots[listenerSlot] else { return }

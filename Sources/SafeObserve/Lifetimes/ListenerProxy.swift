@@ -362,7 +362,7 @@ final class _ListenerProxy: Sendable {
 
     /// Forgets the finalizer `id`. Idempotent.
     ///
-    /// - Complexity: O(*f*), *f* being the listener's finalizers.
+    /// - Complexity: O(1) expected.
     func removeFinalizer(_ id: Int) {
         let removed = state.withLock { state -> (@Sendable () -> Void)? in
             let (removed, remaining) = _ProxyFinalizers.remove(id, of: self)

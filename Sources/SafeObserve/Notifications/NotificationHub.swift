@@ -5,7 +5,8 @@
 /// Names carry their payload type (``NotificationName``), so posting and
 /// observing are compile-checked. Observers are relations like key-path
 /// observations: the same listener lifetimes, the same tokens, the same
-/// introspection (``SafeObservation/relations(observedBy:)``).
+/// introspection (``SafeObservation/relations(observedBy:)``, and per hub
+/// ``relations()``).
 ///
 /// ```swift
 /// extension NotificationName where Payload == Int {
@@ -83,7 +84,9 @@ public final class NotificationHub: Sendable {
     ///   - sender: Only notifications posted by this object, if given. Never
     ///     retained; once it died, nothing matches.
     ///   - listener: The object on whose behalf the handler runs. Never
-    ///     retained: the relation ends when it dies.
+    ///     retained: the relation ends when it dies — inside its `deinit`
+    ///     if it adopts ``SafeObserver``, otherwise at the next post that
+    ///     reaches the relation (or a sweep that finds it dead first).
     ///   - isolation: The actor the handler is isolated to, or `nil` for
     ///     synchronous delivery on the posting thread; the caller's by default.
     ///   - handler: Called with the listener and the notification.
@@ -206,6 +209,40 @@ public final class NotificationHub: Sendable {
         return subscription
     }
 
+    /// Observes every notification posted to this hub (of any name) with a
+    /// handler that belongs to no listener — Foundation's
+    /// `addObserver(forName: nil, object:queue:using:)`: it lives until the
+    /// returned subscription is cancelled or deinitialized.
+    ///
+    /// ```swift
+    /// let everything = hub.subscribeEvery { notification in
+    ///     print("\(notification.name): \(notification.payload)")
+    /// }
+    /// // … later, or when `everything` is released:
+    /// everything.cancel()
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - sender: Only notifications posted by this object, if given.
+    ///     Never retained; once it died, nothing matches.
+    ///   - isolation: The actor the handler is isolated to; the caller's by default.
+    ///   - handler: Called with the type-erased notification.
+    /// - Returns: The subscription; the relation ends when it is cancelled
+    ///   or deinitialized.
+    /// - Complexity: Amortized O(1) expected.
+    @inlinable
+    public func subscribeEvery(
+        from sender: AnyObject? = nil,
+        isolation: isolated (any Actor)? = #isolation,
+        handler: @escaping (AnyPostedNotification) -> Void
+    ) -> NotificationSubscription {
+        let subscription = NotificationSubscription()
+        subscription.token = observeEvery(from: sender, by: subscription, isolation: isolation) { _, notification in
+            handler(notification)
+        }
+        return subscription
+    }
+
     /// Registers a typed handler on the channel of (`nameID`, `sender`);
     /// `nameID` `nil` stands for every name. The channel's deliveries point
     /// at the notification itself (a `Value`), not at an `ObservedChange`.
@@ -252,20 +289,53 @@ public final class NotificationHub: Sendable {
 
     // MARK: Removing
 
-    /// Ends `listener`'s observation of `name` (from `sender`, if given, or
-    /// the unfiltered one). Idempotent; safe inside handlers.
+    /// Ends `listener`'s observations of `name`: those from `sender` if one
+    /// is given, every one of them otherwise — unfiltered or filtered on
+    /// any sender, as Foundation's `removeObserver(_:name:object: nil)`
+    /// does. Idempotent; safe inside handlers.
     ///
     /// ```swift
-    /// hub.unobserve(.unreadCountChanged, by: badge)
+    /// hub.unobserve(.unreadCountChanged, from: workInbox, by: badge)   // that sender's only
+    /// hub.unobserve(.unreadCountChanged, by: badge)                    // whatever the sender
     /// ```
     ///
-    /// - Complexity: O(*k*) expected, *k* being the listener's relations on
-    ///   that channel.
+    /// - Parameters:
+    ///   - name: The name observed.
+    ///   - sender: The sender filter of the observation to end; `nil` ends
+    ///     the observations of `name` whatever their filter.
+    ///   - listener: The listener.
+    /// - Complexity: O(*k*) expected with a sender, *k* being the listener's
+    ///   relations on that channel; O(*n*) without, in the listener's
+    ///   relations.
     public func unobserve<Payload>(
         _ name: NotificationName<Payload>, from sender: AnyObject? = nil, by listener: AnyObject
     ) {
-        guard let channel = state.withLock({ $0.channel(name.id, sender: sender) }) else { return }
-        _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(channel), keyPath: nil)
+        guard let proxy = _ListenerProxy.of(listener, create: false) else { return }
+        guard let sender else {
+            endRelations(of: proxy) { entry, _ in entry.nameID == name.id }
+            return
+        }
+        guard let channel = state.withLock({ $0.senderChannel(name.id, sender) }) else { return }
+        proxy.endRelations(on: ObjectIdentifier(channel), keyPath: nil)
+    }
+
+    /// Ends every observation `listener` has on this hub filtered on
+    /// `sender`, of any name (every name's included), as Foundation's
+    /// `removeObserver(_:name: nil, object:)` does. Idempotent; safe inside
+    /// handlers.
+    ///
+    /// ```swift
+    /// hub.unobserve(from: workInbox, by: badge)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - sender: The sender the observations filter on.
+    ///   - listener: The listener.
+    /// - Complexity: O(*n*) in the listener's relations.
+    public func unobserve(from sender: AnyObject, by listener: AnyObject) {
+        guard let proxy = _ListenerProxy.of(listener, create: false) else { return }
+        let id = ObjectIdentifier(sender)
+        endRelations(of: proxy) { entry, channel in entry.sender == id && channel.object.refers(to: sender) }
     }
 
     /// Ends every observation `listener` has on this hub. Idempotent; safe
@@ -275,13 +345,80 @@ public final class NotificationHub: Sendable {
     /// hub.unobserve(by: badge)
     /// ```
     ///
+    /// - Parameter listener: The listener.
     /// - Complexity: O(*n*) in the listener's relations.
     public func unobserve(by listener: AnyObject) {
         guard let proxy = _ListenerProxy.of(listener, create: false) else { return }
-        let channels = Set(state.withLock { $0.allChannels() }.map(ObjectIdentifier.init))
-        for relation in proxy.activeRelations() {
-            if let channel = relation.channel, channels.contains(ObjectIdentifier(channel)) { relation.end() }
+        endRelations(of: proxy) { _, _ in true }
+    }
+
+    /// Ends the relations of `proxy` on this hub's channels that `matches`
+    /// accepts (called under the hub's lock: no user code).
+    ///
+    /// - Complexity: O(*n*) expected in the listener's relations.
+    private func endRelations(of proxy: _ListenerProxy, where matches: (ChannelEntry, _Channel) -> Bool) {
+        let ended = relations(of: proxy, where: matches)
+        for relation in ended { relation.end() }
+    }
+
+    /// The active relations of `proxy` on this hub's channels that
+    /// `matches` accepts.
+    private func relations(of proxy: _ListenerProxy, where matches: (ChannelEntry, _Channel) -> Bool) -> [_Relation] {
+        let relations = proxy.activeRelations()
+        guard !relations.isEmpty else { return [] }
+        return state.withLock { state in
+            relations.filter { relation in
+                guard let channel = relation.channel, let entry = state.entry(of: channel) else { return false }
+                return matches(entry, channel)
+            }
         }
+    }
+
+    // MARK: Introspection
+
+    /// The live relations on this hub, of every listener, in registration
+    /// order.
+    ///
+    /// A relation whose listener or sender died is ended when found, so
+    /// the count is that of the relations that can still deliver:
+    ///
+    /// ```swift
+    /// #expect(hub.relations().isEmpty)   // nothing leaked
+    /// ```
+    ///
+    /// - Returns: A token per relation.
+    /// - Complexity: O(*c* + *n* log *n*), *c* being the hub's channels and
+    ///   *n* their relations. Meant for debugging and tests.
+    public func relations() -> [ObservationToken] {
+        let channels = state.withLock { $0.allChannels() }
+        return Self.live(channels.flatMap { $0.liveRelations() })
+    }
+
+    /// The live relations `listener` has on this hub, in registration order.
+    ///
+    /// ```swift
+    /// #expect(hub.relations(observedBy: badge).count == 1)
+    /// ```
+    ///
+    /// - Parameter listener: The listener.
+    /// - Returns: A token per relation.
+    /// - Complexity: O(*n* log *n*) in the listener's relations.
+    public func relations(observedBy listener: AnyObject) -> [ObservationToken] {
+        guard let proxy = _ListenerProxy.of(listener, create: false) else { return [] }
+        return Self.live(relations(of: proxy) { _, _ in true })
+    }
+
+    /// Tokens of `relations` that can still deliver, in registration order;
+    /// the others are ended (unlocked).
+    private static func live(_ relations: [_Relation]) -> [ObservationToken] {
+        relations.filter { relation in
+            guard relation.isLive else { return false }
+            guard relation.listener.isGone else { return true }
+            relation.endForDeadListener()
+            return false
+        }
+        .sorted { $0.id < $1.id }
+        .map(ObservationToken.init)
     }
 
     // MARK: Posting
@@ -314,20 +451,21 @@ public final class NotificationHub: Sendable {
     /// handed out as a sender). The caller holds `root` throughout.
     @inlinable @inline(__always)
     func _post<Payload>(_ name: NotificationName<Payload>, _ payload: Payload, root: AnyObject, hasSender: Bool) {
-        let channels = _channels(for: name.id, sender: hasSender ? root : nil)
-        guard channels.first != nil || channels.every != nil else { return }
+        guard var targets = hasSender ? _targets(for: name.id, sender: root) : _targets(for: name.id) else { return }
         let notification = PostedNotification(
             nameID: name.id,
-            sender: hasSender ? channels.senderIdentity?.takeUnretainedValue() ?? _SenderIdentity(sender: root) : nil,
+            sender: hasSender ? targets.senderIdentity?.takeRetainedValue() ?? _SenderIdentity(sender: root) : nil,
             payload: payload)
         withUnsafePointer(to: notification) { pointer in
-            channels.first?._withUnsafeGuaranteedRef { _deliver(pointer, to: $0, root: root) }
-            channels.second?._withUnsafeGuaranteedRef { _deliver(pointer, to: $0, root: root) }
+            _deliver(&targets.first, pointer, root: root)
+            _deliver(&targets.second, pointer, root: root)
         }
-        guard channels.every != nil else { return }
+        // Both checked: on the way out, the post knows there is nothing to
+        // release.
+        guard targets.every != nil || targets.everyFromSender != nil else { return }
         withUnsafePointer(to: AnyPostedNotification(notification)) { pointer in
-            channels.every?._withUnsafeGuaranteedRef { _deliver(pointer, to: $0, root: root) }
-            channels.everyFromSender?._withUnsafeGuaranteedRef { _deliver(pointer, to: $0, root: root) }
+            _deliver(&targets.every, pointer, root: root)
+            _deliver(&targets.everyFromSender, pointer, root: root)
         }
     }
 
@@ -342,13 +480,5 @@ public final class NotificationHub: Sendable {
     @inlinable
     public func post(_ name: NotificationName<Void>, from sender: AnyObject? = nil) {
         post(name, payload: (), from: sender)
-    }
-
-    /// Delivers the notification at `pointer` to `channel`'s relations.
-    /// The caller holds `root`, so the emission takes no +1 on it.
-    @inlinable
-    func _deliver(_ pointer: UnsafeRawPointer, to channel: _Channel, root: AnyObject) {
-        guard let emission = channel.beginEvent() else { return }
-        emission.deliverEvent(root: root, change: pointer)
     }
 }

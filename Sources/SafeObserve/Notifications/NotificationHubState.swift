@@ -8,25 +8,27 @@ struct _NotificationMarker {
     var name = ""
 }
 
-/// The channels one post delivers to, without an allocation or a retain:
-/// the name's, the name's from the sender, every name's, every name's from
-/// the sender.
+/// What one post delivers to: the snapshots of the relations of the name's
+/// channel, of the name's from the sender, of every name's and of every
+/// name's from the sender (each `nil` when nobody listens there), and the
+/// sender's identity.
 ///
-/// Borrowed: a channel found for a post stays in the hub's state until the
-/// post returns. A name's channels live as long as the hub; a sender's are
-/// removed only once the sweep finds their sender dead, or replaced when
-/// another object registers at a dead sender's address; and the poster
-/// holds both the hub and the sender.
-/// Each is an `Unmanaged` reference, used through `_withUnsafeGuaranteedRef`
-/// (an `unowned(unsafe)` one would still be retained when loaded).
+/// The snapshots are taken under the hub's lock, so a post never holds a
+/// channel the hub may reclaim meanwhile: a snapshot holds its relations,
+/// and each relation its channel. Every field's layout is known where a
+/// post is inlined, and each snapshot is moved, never copied, into the
+/// delivery (``NotificationHub/_deliver(_:_:_:root:)``): a post retains
+/// nothing but the relation lists.
 @usableFromInline
 struct _PostTargets {
-    @usableFromInline var first: Unmanaged<_Channel>?
-    @usableFromInline var second: Unmanaged<_Channel>?
-    @usableFromInline var every: Unmanaged<_Channel>?
-    @usableFromInline var everyFromSender: Unmanaged<_Channel>?
-    /// The sender's identity, kept by its sender-filtered channel's entry
-    /// (borrowed as the channels are), if it has one.
+    @usableFromInline var first: ContiguousArray<_Relation?>?
+    @usableFromInline var second: ContiguousArray<_Relation?>?
+    @usableFromInline var every: ContiguousArray<_Relation?>?
+    @usableFromInline var everyFromSender: ContiguousArray<_Relation?>?
+    /// The sender's identity, shared with its sender-filtered channel's
+    /// entry, if a snapshot of that channel is here: +1, which the post
+    /// takes into its notification (an `Unmanaged`, so that the inlined post
+    /// neither copies nor destroys an optional reference).
     @usableFromInline var senderIdentity: Unmanaged<_SenderIdentity>?
 
     init() {}
@@ -52,32 +54,50 @@ struct SenderEntry: _AddressKeyed {
     }
 }
 
+/// One of the hub's channels, of any kind, filed under the channel's
+/// identity: which relations are the hub's, their names and senders, and
+/// the sweep.
+struct ChannelEntry: _AddressKeyed {
+    let channel: _Channel
+    /// `nil`: every name.
+    let nameID: Int?
+    /// The sender the channel filters on; `nil` for an unfiltered channel.
+    let sender: ObjectIdentifier?
+
+    var tableKey: ObjectIdentifier { ObjectIdentifier(channel) }
+}
+
 extension NotificationHub {
-    /// The hub's channels: one per name (and one for every name), plus one
-    /// per (name, sender) that a sender-filtered observer asked for. A
-    /// channel's object is the hub, or the sender: the channel holds it
-    /// unretained (its allocation, not the object, on the native probes), so
-    /// no other object can take the sender's address while the channel
-    /// exists, and `isGone` tells its death.
+    /// The hub's channels: one per name that has observers (and one for
+    /// every name), plus one per (name, sender) that a sender-filtered
+    /// observer asked for. A channel's object is the hub, or the sender:
+    /// the channel holds it unretained (its allocation, not the object, on
+    /// the native probes), so no other object can take the sender's address
+    /// while the channel exists, and `isGone` tells its death.
+    ///
+    /// Memory follows the channels: the tables hold the channels that exist,
+    /// whatever names the process made, and the sweep reclaims the channels
+    /// left without relations (or whose sender died).
     struct State {
-        /// The channel of each name's unfiltered observers, by name identity.
-        var unfiltered: [_Channel?] = []
+        /// The unfiltered channels, by name: one multiplication and one
+        /// shift per look-up, and memory that follows the channels.
+        var byName = _NameTable()
         /// The sender-filtered channels, by (sender, name) (`nil`: every
-        /// name): one multiplicative hash and no allocation per look-up.
+        /// name).
         var bySender = _AddressTable<SenderEntry>()
         /// The entries of `bySender` for every name (a post looks there only
         /// if there are some).
         var everyBySenderCount = 0
         /// Every name's unfiltered observers.
         var every: _Channel?
-        /// The sender-filtered channels, in creation order, for the
-        /// amortized sweep of dead senders.
-        var senderChannels: [(nameID: Int?, sender: ObjectIdentifier, channel: _Channel)] = []
+        /// Every channel above, by the channel's identity.
+        var channels = _AddressTable<ChannelEntry>()
+        /// Round-robin position of the sweep, a slot of `channels`.
         var sweepCursor = 0
 
         func unfilteredChannel(_ nameID: Int?) -> _Channel? {
             guard let nameID else { return every }
-            return nameID < unfiltered.count ? unfiltered[nameID] : nil
+            return byName.channel(nameID)
         }
 
         /// The channel of (`nameID`, the sender whose identity is `id`),
@@ -85,19 +105,6 @@ extension NotificationHub {
         func senderChannel(_ nameID: Int?, _ id: ObjectIdentifier) -> _Channel? {
             bySender.first(under: SenderEntry.key(nameID, id)) { entry in
                 entry.sender == id && entry.nameID == nameID ? entry.channel : nil
-            }
-        }
-
-        /// The entry of (`nameID`, `sender`, whose identity is `id`), its
-        /// references borrowed (see `_PostTargets`), if it is `sender`'s.
-        func borrowedSenderEntry(
-            _ nameID: Int?, _ id: ObjectIdentifier, _ sender: AnyObject
-        ) -> (Unmanaged<_Channel>, Unmanaged<_SenderIdentity>)? {
-            bySender.first(under: SenderEntry.key(nameID, id)) { entry in
-                guard entry.sender == id, entry.nameID == nameID, entry.channel.object.refers(to: sender) else {
-                    return nil
-                }
-                return (Unmanaged.passUnretained(entry.channel), Unmanaged.passUnretained(entry.identity))
             }
         }
 
@@ -114,129 +121,201 @@ extension NotificationHub {
             return senderChannel(nameID, sender)
         }
 
+        /// See ``NotificationHub/_targets(for:sender:)``; called under the
+        /// hub's lock. Channels are borrowed from the tables (no retain);
+        /// each snapshot is taken under its channel's lock.
+        ///
+        /// The caller holds `sender` (an `Unmanaged`, so that nothing here
+        /// retains it).
+        @inline(__always)
+        func targets(for nameID: Int, sender: Unmanaged<AnyObject>?) -> _PostTargets? {
+            var targets = _PostTargets()
+            // Unmanaged: borrowed from the tables, which the caller's lock
+            // keeps as they are.
+            if let channel = byName.borrowedChannel(nameID) {
+                targets.first = channel._withUnsafeGuaranteedRef { $0._eventSnapshot() }
+            }
+            if let every = every.map(Unmanaged.passUnretained) {
+                targets.every = every._withUnsafeGuaranteedRef { $0._eventSnapshot() }
+            }
+            guard let sender, !bySender.isEmpty else {
+                return targets.first == nil && targets.every == nil ? nil : targets
+            }
+            // unsafeBitCast: the sender's address is its identity.
+            let id = unsafeBitCast(sender.toOpaque(), to: ObjectIdentifier.self)
+            if let (channel, identity) = borrowedSenderEntry(nameID, id, sender),
+                let snapshot = channel._withUnsafeGuaranteedRef({ $0._eventSnapshot() })
+            {
+                if targets.first == nil { targets.first = snapshot } else { targets.second = snapshot }
+                targets.senderIdentity = identity.retain()
+            }
+            if everyBySenderCount > 0, let (channel, identity) = borrowedSenderEntry(nil, id, sender),
+                let snapshot = channel._withUnsafeGuaranteedRef({ $0._eventSnapshot() })
+            {
+                if targets.every == nil { targets.every = snapshot } else { targets.everyFromSender = snapshot }
+                if targets.senderIdentity == nil { targets.senderIdentity = identity.retain() }
+            }
+            return targets.first == nil && targets.every == nil ? nil : targets
+        }
+
+        /// The entry of (`nameID`, `sender`, whose identity is `id`), its
+        /// references borrowed (valid while the caller holds the lock), if
+        /// it is `sender`'s. The caller holds `sender` (an `Unmanaged`, so
+        /// that the look-up's closure captures it without a retain).
+        @inline(__always)
+        func borrowedSenderEntry(
+            _ nameID: Int?, _ id: ObjectIdentifier, _ sender: Unmanaged<AnyObject>
+        ) -> (Unmanaged<_Channel>, Unmanaged<_SenderIdentity>)? {
+            bySender.first(under: SenderEntry.key(nameID, id)) { entry in
+                guard entry.sender == id, entry.nameID == nameID,
+                    sender._withUnsafeGuaranteedRef({ entry.channel.object.refers(to: $0) })
+                else { return nil }
+                return (Unmanaged.passUnretained(entry.channel), Unmanaged.passUnretained(entry.identity))
+            }
+        }
+
+        /// The hub's entry of `channel`, if it is one of the hub's.
+        ///
+        /// - Complexity: O(1) expected.
+        func entry(of channel: _Channel) -> ChannelEntry? {
+            channels.first(under: ObjectIdentifier(channel)) { copy $0 }
+        }
+
         /// The channel of (`nameID`, `sender`), made if missing; a channel
         /// at `sender`'s address that was another (dead) object's is
-        /// returned as `stale`, to tear down after unlocking. Also returns
-        /// two sender-filtered channels to probe for dead senders.
+        /// returned as `stale`, to tear down after unlocking. A new channel
+        /// comes with two others to sweep, round-robin.
         mutating func channelCreating(
             _ nameID: Int?, sender: AnyObject?, hub: NotificationHub
-        ) -> (channel: _Channel, stale: _Channel?, probes: [_Channel]) {
+        ) -> (channel: _Channel, stale: _Channel?, probes: (_Channel?, _Channel?)) {
             guard let sender else {
-                if let channel = unfilteredChannel(nameID) { return (channel, nil, []) }
+                if let channel = unfilteredChannel(nameID) { return (channel, nil, (nil, nil)) }
                 let channel = _Channel(object: hub, keyPath: nil)
                 if let nameID {
-                    if unfiltered.count <= nameID {
-                        unfiltered.append(contentsOf: repeatElement(nil, count: nameID + 1 - unfiltered.count))
-                    }
-                    unfiltered[nameID] = channel
+                    byName.insert(channel, for: nameID)
                 } else {
                     every = channel
                 }
-                return (channel, nil, [])
+                return (channel, nil, filed(channel, nameID, sender: nil))
             }
             let id = ObjectIdentifier(sender)
             var stale: _Channel?
             if let channel = senderChannel(nameID, id) {
-                guard !channel.object.refers(to: sender) else { return (channel, nil, []) }
+                guard !channel.object.refers(to: sender) else { return (channel, nil, (nil, nil)) }
                 stale = channel
-                _ = remove(senderChannel: channel)
+                _ = remove(channel)
             }
             let channel = _Channel(object: sender, keyPath: nil)
             bySender.insert(
                 SenderEntry(
                     tableKey: SenderEntry.key(nameID, id), sender: id, nameID: nameID, channel: channel,
                     identity: _SenderIdentity(channel.object)))
-            senderChannels.append((nameID, id, channel))
             if nameID == nil { everyBySenderCount += 1 }
+            return (channel, stale, filed(channel, nameID, sender: id))
+        }
+
+        /// Files a new channel in `channels`; returns two others to sweep.
+        private mutating func filed(_ channel: _Channel, _ nameID: Int?, sender: ObjectIdentifier?) -> (
+            _Channel?, _Channel?
+        ) {
+            let first = nextSweepCandidate()
+            let second = nextSweepCandidate()
+            channels.insert(ChannelEntry(channel: channel, nameID: nameID, sender: sender))
             _checkInvariants()
-            return (channel, stale, nextProbes())
+            return (first, second === first ? nil : second)
         }
 
-        /// Two sender-filtered channels, round-robin.
-        mutating func nextProbes() -> [_Channel] {
-            guard !senderChannels.isEmpty else { return [] }
-            var probes: [_Channel] = []
-            for _ in 0..<min(2, senderChannels.count) {
-                if sweepCursor >= senderChannels.count { sweepCursor = 0 }
-                probes.append(senderChannels[sweepCursor].channel)
-                sweepCursor += 1
+        /// The next channel, round-robin, for the sweep; `nil` if 16 slots
+        /// in a row are empty (bounded work: the table shrinks below 1/8
+        /// load, so a channel is usually a few slots away).
+        private mutating func nextSweepCandidate() -> _Channel? {
+            for _ in 0..<Swift.min(16, channels.capacity) {
+                if sweepCursor >= channels.capacity { sweepCursor = 0 }
+                defer { sweepCursor += 1 }
+                if let entry = channels.element(inSlot: sweepCursor) { return entry.channel }
             }
-            return probes
+            return nil
         }
 
-        /// Forgets `channel` (its sender died); `false` if it was not here.
-        mutating func remove(senderChannel channel: _Channel) -> Bool {
-            guard let index = senderChannels.firstIndex(where: { $0.channel === channel }) else { return false }
-            let (nameID, sender, _) = senderChannels.remove(at: index)
-            if nameID == nil { everyBySenderCount -= 1 }
-            defer { _checkInvariants() }
-            let removed = bySender.remove(under: SenderEntry.key(nameID, sender)) { $0.channel === channel }
-            // Released with the state's other garbage, after unlocking, by
-            // the caller's `channel` (which it holds).
-            _ = removed
-            return true
+        /// Forgets `channel`; `nil` if it was not here. The caller releases
+        /// the entry after unlocking.
+        ///
+        /// - Complexity: O(1) expected.
+        mutating func remove(_ channel: _Channel) -> ChannelEntry? {
+            guard let entry = channels.remove(under: ObjectIdentifier(channel), where: { $0.channel === channel })
+            else { return nil }
+            if let sender = entry.sender {
+                bySender.remove(under: SenderEntry.key(entry.nameID, sender)) { $0.channel === channel }
+                if entry.nameID == nil { everyBySenderCount -= 1 }
+            } else if let nameID = entry.nameID {
+                byName.remove(nameID)
+            } else {
+                every = nil
+            }
+            _checkInvariants()
+            return entry
         }
 
-        /// Checks that the sweep's list and the look-up table agree, after
-        /// each change of the sender-filtered channels (under
-        /// `SAFEOBSERVE_INTERNAL_CHECKS`, while they are few).
+        /// Checks that the tables agree, after each change of the channels
+        /// (under `SAFEOBSERVE_INTERNAL_CHECKS`, while they are few).
         func _checkInvariants() {
             #if SAFEOBSERVE_INTERNAL_CHECKS
-                guard senderChannels.count <= 64 else { return }
-                precondition(senderChannels.count == bySender.count, "NotificationHub: sender index out of step")
+                guard channels.count <= 64 else { return }
                 precondition(
-                    everyBySenderCount == senderChannels.filter { $0.nameID == nil }.count,
+                    channels.count == byName.count + bySender.count + (every == nil ? 0 : 1),
+                    "NotificationHub: channel index out of step")
+                precondition(
+                    everyBySenderCount == bySender.elements.filter { $0.nameID == nil }.count,
                     "NotificationHub: every-name sender channels miscounted")
-                for (nameID, sender, channel) in senderChannels {
-                    precondition(
-                        senderChannel(nameID, sender) === channel,
-                        "NotificationHub: a sender channel is missing from the index")
+                for entry in channels.elements {
+                    let filed: _Channel?
+                    if let sender = entry.sender {
+                        filed = senderChannel(entry.nameID, sender)
+                    } else {
+                        filed = unfilteredChannel(entry.nameID)
+                    }
+                    precondition(filed === entry.channel, "NotificationHub: a channel is missing from its table")
                 }
             #endif
         }
 
         func allChannels() -> [_Channel] {
-            unfiltered.compactMap { $0 } + (every.map { [$0] } ?? []) + senderChannels.map(\.channel)
+            channels.elements.map(\.channel)
         }
     }
 
-    /// The channels a post of `nameID` from `sender` delivers to; none for
-    /// a post from inside the sender's own `deinit` (it can no longer be
-    /// handed to anyone).
+    /// What a post of `nameID` from `sender` delivers to (`nil`: nobody
+    /// listens); nothing for a post from inside the sender's own `deinit`
+    /// (it can no longer be handed to anyone).
+    ///
+    /// - Complexity: O(1) expected: up to three look-ups, and a snapshot of
+    ///   each channel found (a lock and a retain).
     @usableFromInline
-    func _channels(for nameID: Int, sender: AnyObject?) -> _PostTargets {
-        var targets = _PostTargets()
-        if let sender, _swift_isDeallocating(sender) { return targets }
-        state.withLock { state in
-            if nameID < state.unfiltered.count {
-                targets.first = state.unfiltered.withUnsafeBufferPointer { buffer in
-                    // A bitwise copy of the state's reference, without a
-                    // retain: borrowed for the post (see `_PostTargets`).
-                    UnsafeRawPointer(buffer.baseAddress! + nameID).load(as: Unmanaged<_Channel>?.self)
-                }
-            }
-            targets.every = state.every.map { Unmanaged.passUnretained($0) }
-            if let sender, !state.bySender.isEmpty {
-                let id = ObjectIdentifier(sender)
-                if let (channel, identity) = state.borrowedSenderEntry(nameID, id, sender) {
-                    targets.second = channel
-                    targets.senderIdentity = identity
-                }
-                if state.everyBySenderCount > 0, let (channel, identity) = state.borrowedSenderEntry(nil, id, sender) {
-                    targets.everyFromSender = channel
-                    targets.senderIdentity = identity
-                }
-            }
-        }
-        if targets.first == nil {
-            targets.first = targets.second
-            targets.second = nil
-        }
-        if targets.every == nil {
-            targets.every = targets.everyFromSender
-            targets.everyFromSender = nil
-        }
-        return targets
+    func _targets(for nameID: Int, sender: AnyObject) -> _PostTargets? {
+        if _swift_isDeallocating(sender) { return nil }
+        // Unmanaged: the caller holds the sender throughout.
+        let sender = Unmanaged.passUnretained(sender)
+        // The channels' locks are taken under the hub's: a channel's lock
+        // takes no other, and no lock is held while the hub's is taken.
+        return state.withLock { state in state.targets(for: nameID, sender: sender) }
+    }
+
+    /// What a post of `nameID` without a sender delivers to (the common
+    /// case, kept apart from the sender's look-ups).
+    ///
+    /// - Complexity: O(1) expected: one look-up, and a snapshot of each
+    ///   channel found (a lock and a retain).
+    @usableFromInline
+    func _targets(for nameID: Int) -> _PostTargets? {
+        state.withLock { state in state.targets(for: nameID, sender: nil) }
+    }
+
+    /// Delivers the notification at `pointer` to `snapshot`, which it takes
+    /// (inlined, so that the caller knows the snapshot is gone, and releases
+    /// nothing for it).
+    @inlinable @inline(__always)
+    func _deliver(_ snapshot: inout ContiguousArray<_Relation?>?, _ pointer: UnsafeRawPointer, root: AnyObject) {
+        if let relations = snapshot.take() { _deliverNotification(relations, pointer, root: root) }
     }
 
     /// Registers `listener` on the channel of (`nameID`, `sender`).
@@ -252,12 +331,14 @@ extension NotificationHub {
         }
         // A sender in its deinit can post nothing more: nothing to observe.
         if let sender, _swift_isDeallocating(sender) { return inert }
-        // Again with a new proxy if the listener's was retired meanwhile.
+        // Again with a new proxy if the listener's was retired meanwhile, or
+        // with a new channel if the sweep reclaimed this one meanwhile.
         while true {
             guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
             let (channel, stale, probes) = state.withLock { $0.channelCreating(nameID, sender: sender, hub: self) }
             stale?.tearDown()
-            sweepDeadSenders(probes)
+            if let probe = probes.0 { sweep(probe) }
+            if let probe = probes.1 { sweep(probe) }
             let relation = _Relation(
                 keyPath: _notificationKeyPath, objectID: ObjectIdentifier(channel), options: .new, proxy: proxy,
                 channel: channel, deliver: deliver)
@@ -268,36 +349,95 @@ extension NotificationHub {
             }
             if let existing { return ObservationToken(existing) }
             let token = ObservationToken(relation)
-            if !channel.add(relation) { relation.end() }
-            return token
+            if channel.add(relation) { return token }
+            // Refused: a concurrent removal ended the relation (it stays
+            // ended), or the sweep reclaimed the channel, which had no
+            // relation left, meanwhile (the caller holds the hub and the
+            // sender, so neither died).
+            guard relation.isActive else { return token }
+            relation.end()
         }
     }
 
-    /// Tears down the channels among `probes` whose sender died (probed
-    /// unlocked: a liveness probe must not run under the lock).
-    private func sweepDeadSenders(_ probes: [_Channel]) {
-        for channel in probes where channel.object.isGone {
-            if state.withLock({ $0.remove(senderChannel: channel) }) { channel.tearDown() }
+    /// Reclaims `channel` if its sender died (tearing it down) or no
+    /// relation is left on it. Probed unlocked: a liveness probe must not
+    /// run under the lock.
+    @inline(never)
+    private func sweep(_ channel: _Channel) {
+        if channel.object.isGone {
+            if state.withLock({ $0.remove(channel) }) != nil { channel.tearDown() }
+        } else if channel._isUnobserved {
+            let removed = state.withLock { state -> ChannelEntry? in
+                // Retired under the hub's lock, so that no registration
+                // finds it after; one that found it before is refused by it.
+                guard state.entry(of: channel) != nil, channel._retireIfUnobserved() else { return nil }
+                return state.remove(channel)
+            }
+            _ = removed  // released unlocked
         }
     }
 
     /// Each channel with its name's identity (`nil`: every name), for the
     /// graph of live relations.
     func _namedChannels() -> [(nameID: Int?, channel: _Channel)] {
-        state.withLock { state in
-            var channels: [(nameID: Int?, channel: _Channel)] = []
-            for (nameID, channel) in state.unfiltered.enumerated() {
-                if let channel { channels.append((nameID, channel)) }
-            }
-            if let every = state.every { channels.append((nil, every)) }
-            for entry in state.senderChannels { channels.append((entry.nameID, entry.channel)) }
-            return channels
-        }
+        state.withLock { state in state.channels.elements.map { ($0.nameID, $0.channel) } }
     }
 
     /// How many sender-filtered channels the hub holds (tests).
     var _senderChannelCount: Int {
-        state.withLock { $0.senderChannels.count }
+        state.withLock { $0.bySender.count }
+    }
+
+    /// How many channels the hub holds, of every kind (tests).
+    var _channelCount: Int {
+        state.withLock { $0.channels.count }
+    }
+
+    /// The slots of the hub's table of names (tests: memory follows the
+    /// names the hub has channels for).
+    var _nameTableCapacity: Int {
+        state.withLock { $0.byName.capacity }
+    }
+}
+
+/// Delivers the notification at `pointer` to the relations of a snapshot
+/// (see ``_PostTargets``), then releases it (unlocked). The caller holds
+/// `root`.
+///
+/// A function, not a method, and consuming: so that the optimizer gives it
+/// no other signature, which a post would reach through a thunk.
+@usableFromInline
+@_semantics("optimize.sil.specialize.owned2guarantee.never")
+func _deliverNotification(
+    _ relations: consuming ContiguousArray<_Relation?>, _ pointer: UnsafeRawPointer, root: AnyObject
+) {
+    _Channel.Emission(relations: relations, needsOld: false, hasPrior: false, probe: _Probe.current)
+        .deliverEvent(root: root, change: pointer)
+}
+
+extension _Channel {
+    /// The relations an event (a notification) is delivered to: a snapshot
+    /// of the list, or `nil` when nobody listens.
+    ///
+    /// - Complexity: O(1): a lock and a retain of the list.
+    @inline(__always)
+    func _eventSnapshot() -> ContiguousArray<_Relation?>? {
+        state.withLock { state in state.liveCount > 0 ? state.relations : nil }
+    }
+
+    /// Whether no relation is on the channel (a hint, for the sweep).
+    var _isUnobserved: Bool {
+        state.withLock { $0.liveCount == 0 }
+    }
+
+    /// Refuses every later relation if none is on the channel now (a hub
+    /// reclaiming it); `true` if it did.
+    func _retireIfUnobserved() -> Bool {
+        state.withLock { state in
+            guard !state.isTornDown, state.liveCount == 0 else { return false }
+            state.isTornDown = true
+            return true
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 /// A handler that belongs to no listener (made by
-/// ``NotificationHub/subscribe(_:from:isolation:handler:)``): it runs until
-/// the subscription is cancelled or deinitialized.
+/// ``NotificationHub/subscribe(_:from:isolation:handler:)`` or
+/// ``NotificationHub/subscribeEvery(from:isolation:handler:)``): it runs
+/// until the subscription is cancelled or deinitialized.
 ///
 /// ```swift
 /// var subscription: NotificationSubscription? = hub.subscribe(.didLogOut) { _ in print("bye") }

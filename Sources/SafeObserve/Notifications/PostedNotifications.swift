@@ -11,10 +11,12 @@ extension NotificationHub {
     /// ends: the consuming task is cancelled (which ends the observation at
     /// once), the iterator is dropped, or the hub dies. With a sender, it
     /// also finishes when the sender dies: inside the sender's `deinit` if
-    /// it adopts ``SafeObserver``, otherwise when the sweep of dead
-    /// listeners finds it dead (as a plain listener's relations end).
-    /// Nothing is yielded after the sender died. Neither the sequence nor
-    /// its iterator keeps the hub or the sender alive.
+    /// it adopts ``SafeObserver``; otherwise within half a second, with no
+    /// other activity needed (while such a sequence exists, a thread probes
+    /// its senders every quarter second; it ends when none is left, so
+    /// nothing runs for a process without one). Nothing is yielded after
+    /// the sender died. Neither the sequence nor its iterator keeps the hub
+    /// or the sender alive.
     ///
     /// - Parameters:
     ///   - name: The name to observe.
@@ -62,8 +64,8 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         self.buffering = buffering
     }
 
-    /// Observes the name until the iterator is cancelled, dropped, or the
-    /// hub dies.
+    /// Observes the name until the iterator is cancelled, dropped, the hub
+    /// dies or, with a sender, the sender dies.
     ///
     /// ```swift
     /// var iterator = hub.notifications(named: .unreadCountChanged).makeAsyncIterator()
@@ -86,23 +88,43 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
             (_: _StreamRelay, notification: Element) in
             finisher.continuation.yield(notification)
         }
-        // The sender's death finishes the stream: a finalizer on the sender's
-        // side, run inside its `deinit` if it is a `SafeObserver`, when the
-        // sweep of dead listeners finds it otherwise.
+        // The sender's death finishes the stream: inside its `deinit` if it
+        // is a `SafeObserver` (a finalizer on its proxy), soon after
+        // otherwise (the watch of plain senders).
         var finalizer: (proxy: _ListenerProxy, id: Int)?
-        if let senderObject, let proxy = _ListenerProxy.of(senderObject, create: true) {
-            if let id = proxy.addFinalizer({ continuation.finish() }) {
-                finalizer = (proxy, id)
+        var watch: (sender: ObjectIdentifier, id: Int)?
+        if let senderObject {
+            if let proxy = Self.observerProxy(of: senderObject) {
+                if let id = proxy.addFinalizer({ continuation.finish() }) {
+                    finalizer = (proxy, id)
+                } else {
+                    continuation.finish()
+                }
             } else {
-                continuation.finish()
+                watch = (ObjectIdentifier(senderObject), _SenderWatch.watch(senderObject) { continuation.finish() })
             }
         }
-        continuation.onTermination = { [finalizer] _ in
+        continuation.onTermination = { [finalizer, watch] _ in
             token.invalidate()
             if let finalizer { finalizer.proxy.removeFinalizer(finalizer.id) }
+            if let watch { _SenderWatch.unwatch(watch.sender, id: watch.id) }
         }
         if !token.isActive { continuation.finish() }
         return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
+    }
+
+    /// The proxy of `sender` if it adopts ``SafeObserver`` (created if
+    /// needed), whose finalizers run inside its `deinit`; `nil` for any
+    /// other class, which has no such hook.
+    private static func observerProxy(of sender: AnyObject) -> _ListenerProxy? {
+        let observerType: (any SafeObserver.Type)?
+        switch _Registry.withLock({ $0.listenerClasses.kind(of: sender) }) {
+        case .observer(let type): observerType = type
+        case .plain: observerType = nil
+        case .unknown: observerType = _ListenerClassCache.lookUpSlowly(sender)
+        }
+        guard let observerType else { return nil }
+        return _ListenerClassCache.proxy(of: sender, as: observerType, create: true)
     }
 
     /// Yields the notifications; see ``PostedNotifications``.

@@ -46,6 +46,46 @@ func _currentThreadID() -> UInt {
     #endif
 }
 
+/// What a thread made by ``_detachThread(_:)`` runs.
+private final class _ThreadBody: Sendable {
+    let run: @Sendable () -> Void
+    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+}
+
+/// Runs `body` on a thread of its own, detached (it ends when `body`
+/// returns): for work that must not wait for a thread of the cooperative
+/// pool, which the program may keep busy.
+func _detachThread(_ body: @escaping @Sendable () -> Void) {
+    // Unmanaged: +1 handed to the thread, balanced by takeRetainedValue() there.
+    let context = Unmanaged.passRetained(_ThreadBody(body)).toOpaque()
+    #if canImport(Darwin)
+        var thread: pthread_t?
+    #else
+        var thread = pthread_t()
+    #endif
+    let status = pthread_create(
+        &thread, nil,
+        { context in
+            // Unmanaged: balances the passRetained above.
+            Unmanaged<_ThreadBody>.fromOpaque(context!).takeRetainedValue().run()
+            return nil
+        }, context)
+    precondition(status == 0, "SafeObserve: pthread_create failed (\(status))")
+    #if canImport(Darwin)
+        pthread_detach(thread!)
+    #else
+        pthread_detach(thread)
+    #endif
+}
+
+/// Suspends the calling thread for `milliseconds`.
+func _sleep(milliseconds: Int) {
+    var duration = timespec(tv_sec: milliseconds / 1_000, tv_nsec: (milliseconds % 1_000) * 1_000_000)
+    var remaining = timespec()
+    // Interrupted by a signal: sleep for the rest.
+    while nanosleep(&duration, &remaining) != 0 { duration = remaining }
+}
+
 /// Writes a line to standard error (diagnostics of release builds).
 func _writeToStandardError(_ message: String) {
     var line = message

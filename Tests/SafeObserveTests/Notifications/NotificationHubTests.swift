@@ -202,13 +202,19 @@ struct NotificationHubTests {
         #expect(SafeObservation.relations(observedBy: inbox).count == 3)
         token.invalidate()
         token.invalidate()
-        hub.unobserve(.count, by: inbox)
         hub.post(.count, payload: 1, from: sender)
         #expect(inbox.entries == ["sender"])
         hub.unobserve(.count, from: sender, by: inbox)
         hub.unobserve(.count, from: sender, by: inbox)
         hub.post(.count, payload: 1, from: sender)
         hub.post(.other, payload: 1)
+        #expect(inbox.entries == ["sender", "other"])
+        // Without a sender, a name's observations end whatever their filter.
+        hub.observe(.count, by: inbox) { inbox, _ in inbox.record("name") }
+        hub.observe(.count, from: sender, by: inbox) { inbox, _ in inbox.record("sender") }
+        hub.unobserve(.count, by: inbox)
+        hub.unobserve(.count, by: inbox)
+        hub.post(.count, payload: 1, from: sender)
         #expect(inbox.entries == ["sender", "other"])
         hub.unobserve(by: inbox)
         hub.unobserve(by: inbox)
@@ -403,6 +409,7 @@ struct NotificationHubSequenceTests {
         let channel = hub.state.withLock { $0.channel(NotificationName<Int>.count.id, sender: sender) }
         #expect(channel?.liveRelations().isEmpty ?? true, "a dropped iterator left its relation")
         #expect(_ListenerProxy.of(sender, create: false)?._finalizerCount ?? 0 == 0, "nor its finalizer")
+        #expect(_SenderWatch._count(of: sender) == 0, "nor its watch")
     }
 
     /// A `SafeObserver` sender: the sequence finishes inside its `deinit`,
@@ -433,17 +440,16 @@ struct NotificationHubSequenceTests {
         consumer.cancel()
     }
 
-    /// A plain sender: the sequence finishes when the sweep of dead
-    /// listeners finds it dead, as a plain listener's relations end.
+    /// A plain sender: the sequence yields its posts, then finishes once
+    /// the watch of plain senders finds it dead (nothing else happens).
     @Test(.timeLimit(.minutes(1)))
-    func aSequenceFilteredOnAPlainSender_finishesWhenTheSweepFindsTheSenderDead() async {
+    func aSequenceFilteredOnAPlainSender_yieldsItsPosts_thenFinishesWhenTheSenderDies() async {
         let hub = NotificationHub()
         var sender: Sender? = Sender()
         var iterator = hub.notifications(named: .count, from: sender!).makeAsyncIterator()
         hub.post(.count, payload: 1, from: sender!)
         #expect(await iterator.next()?.payload == 1)
         sender = nil
-        _ProxyTable.sweepAll()
         #expect(await iterator.next() == nil)
     }
 
@@ -457,6 +463,7 @@ struct NotificationHubSequenceTests {
             await task.value
         }
         #expect(_ListenerProxy.of(sender, create: false)?._finalizerCount ?? 0 == 0)
+        #expect(_SenderWatch._count(of: sender) == 0, "nor a watch")
         hub.post(.count, payload: 1, from: sender)
     }
 }
