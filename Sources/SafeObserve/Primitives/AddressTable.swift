@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Something stored in an ``_AddressTable``, under an object's identity.
 protocol _AddressKeyed {
     /// The identity the element is filed under (several elements may share it).
@@ -16,6 +18,8 @@ protocol _AddressKeyed {
 /// listener that observes and unobserves in a loop never reallocates: a
 /// small table never shrinks).
 ///
+/// Each storage allocation hashes with a salt of its own (see ``salt``).
+///
 /// Elements filed under one key are visited in the order they were filed:
 /// an insertion takes the first free slot after its key's others, a removal
 /// shifts later elements back without passing one another, and a rehash
@@ -24,6 +28,13 @@ protocol _AddressKeyed {
 struct _AddressTable<Element: _AddressKeyed> {
     private var slots: ContiguousArray<Element?> = []
     private(set) var count = 0
+    /// Mixed into every key's hash, and drawn anew at each rehash: without
+    /// it, elements removed in the slot order of another table of the same
+    /// keys (a hub's channels ending their listeners' relations), or a
+    /// shrink after removals in this table's own order, leave the remaining
+    /// elements' homes in one region, and probing becomes one run as long as
+    /// the table (each removal O(*n*)).
+    private var salt: UInt = 0
 
     init() {}
 
@@ -32,12 +43,12 @@ struct _AddressTable<Element: _AddressKeyed> {
     private var mask: Int { slots.count - 1 }
 
     /// The slot where probing for `key` starts.
-    private static func home(of key: ObjectIdentifier, mask: Int) -> Int {
+    private func home(of key: ObjectIdentifier) -> Int {
         // Heap objects are 16-byte aligned: drop the bits that never vary,
-        // then spread the rest (Fibonacci hashing).
+        // salt, then spread the rest (Fibonacci hashing).
         // The top log2(capacity) bits of the product (`mask` is capacity - 1;
         // for a single slot, no bits: the `& mask` makes it 0).
-        _fibonacciHash(UInt(bitPattern: key) &>> 4, bits: Int.bitWidth - mask.leadingZeroBitCount) & mask
+        _fibonacciHash((UInt(bitPattern: key) &>> 4) ^ salt, bits: Int.bitWidth - mask.leadingZeroBitCount) & mask
     }
 
     // MARK: Queries
@@ -53,7 +64,7 @@ struct _AddressTable<Element: _AddressKeyed> {
         guard count > 0 else { return }
         slots.withUnsafeBufferPointer { slots in
             let mask = slots.count - 1
-            var index = Self.home(of: key, mask: mask)
+            var index = home(of: key)
             while let slot = Optional(slots.baseAddress! + index), slot.pointee != nil {
                 if slot.pointee!.tableKey == key, !body(slot.pointee!) { return }
                 index = (index + 1) & mask
@@ -108,7 +119,7 @@ struct _AddressTable<Element: _AddressKeyed> {
         if (count + 1) * 4 > slots.count * 3 {
             grow()
         }
-        var index = Self.home(of: element.tableKey, mask: mask)
+        var index = home(of: element.tableKey)
         while slots[index] != nil {
             index = (index + 1) & mask
         }
@@ -123,7 +134,7 @@ struct _AddressTable<Element: _AddressKeyed> {
     @discardableResult
     mutating func remove(under key: ObjectIdentifier, where predicate: (Element) -> Bool) -> Element? {
         guard count > 0 else { return nil }
-        var index = Self.home(of: key, mask: mask)
+        var index = home(of: key)
         while let element = slots[index] {
             if element.tableKey == key, predicate(element) {
                 removeSlot(index)
@@ -189,10 +200,10 @@ struct _AddressTable<Element: _AddressKeyed> {
         var hole = hole
         var next = (hole + 1) & mask
         while let element = slots[next] {
-            let home = Self.home(of: element.tableKey, mask: mask)
+            let homeSlot = home(of: element.tableKey)
             // `element` may fill the hole if the hole lies, cyclically, in
-            // [home, next): probing from home reaches the hole before next.
-            let movable = next > hole ? (home <= hole || home > next) : (home <= hole && home > next)
+            // [homeSlot, next): probing from homeSlot reaches the hole before next.
+            let movable = next > hole ? (homeSlot <= hole || homeSlot > next) : (homeSlot <= hole && homeSlot > next)
             if movable {
                 slots[hole] = element
                 hole = next
@@ -232,6 +243,7 @@ struct _AddressTable<Element: _AddressKeyed> {
         let old = slots
         slots = ContiguousArray(repeating: nil, count: capacity)
         count = 0
+        salt = _AddressTableSalt.next()
         guard let empty else {
             for case let element? in old { insert(element) }
             return
@@ -260,7 +272,7 @@ struct _AddressTable<Element: _AddressKeyed> {
         for (index, element) in slots.enumerated() {
             guard let element else { continue }
             seen += 1
-            var probe = Self.home(of: element.tableKey, mask: mask)
+            var probe = home(of: element.tableKey)
             while probe != index {
                 precondition(slots[probe] != nil, "_AddressTable: element unreachable from its home slot")
                 probe = (probe + 1) & mask
@@ -275,5 +287,16 @@ extension Int {
     /// The smallest power of two not less than `self` (1 for 0 and 1).
     fileprivate var nextPowerOfTwo: Int {
         self <= 1 ? 1 : 1 << (Int.bitWidth - (self - 1).leadingZeroBitCount)
+    }
+}
+
+/// The salts of ``_AddressTable`` storage: distinct for each allocation in
+/// the process (a counter spread over the word), and cheap to draw.
+enum _AddressTableSalt {
+    private static let counter = Atomic<UInt>(0)
+
+    static func next() -> UInt {
+        let number = counter.wrappingAdd(1, ordering: .relaxed).newValue
+        return number &* UInt(truncatingIfNeeded: 0x9E37_79B9_7F4A_7C15 as UInt64)
     }
 }
