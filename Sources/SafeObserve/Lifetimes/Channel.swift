@@ -171,7 +171,9 @@ final class _Channel: Sendable {
         static func enclosingPriorPhase(channel: _Channel) -> UnsafePointer<_InFlightChange>? {
             var record = _InFlightChange.innermost
             while let current = record {
-                if current.pointee.channel == ObjectIdentifier(channel) { return current.pointee.isPrior ? current : nil }
+                if current.pointee.channel == ObjectIdentifier(channel) {
+                    return current.pointee.isPrior ? current : nil
+                }
                 record = current.pointee.enclosing
             }
             return nil
