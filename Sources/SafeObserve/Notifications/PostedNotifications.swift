@@ -9,7 +9,9 @@ extension NotificationHub {
     ///
     /// Each iterator observes from the moment it is made until the sequence
     /// ends: the consuming task is cancelled (which ends the observation at
-    /// once), the iterator is dropped, or the hub dies. With a sender, it
+    /// once while the task awaits the next notification; otherwise at the
+    /// first notification posted after the cancellation, which is not
+    /// buffered), the iterator is dropped, or the hub dies. With a sender, it
     /// also finishes when the sender dies: inside the sender's `deinit` if
     /// it adopts ``SafeObserver``; otherwise within half a second, with no
     /// other activity needed (while such a sequence exists, a thread probes
@@ -84,9 +86,16 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         // The finisher finishes the stream when the relation (and so this
         // handler) is released, however it ends.
         let finisher = _StreamFinisher(continuation)
+        // Once the consuming task is cancelled, the first notification to
+        // come finishes the stream instead (see `_yielding(to:consumer:)`).
+        let consumer = relay.consumer
         let token = target._observe(name.id, senderObject, relay, hoppingTo: nil) {
             (_: _StreamRelay, notification: Element) in
-            finisher.continuation.yield(notification)
+            if consumer.isCancelled {
+                finisher.continuation.finish()
+            } else {
+                finisher.continuation.yield(notification)
+            }
         }
         // The sender's death finishes the stream: inside its `deinit` if it
         // is a `SafeObserver` (a finalizer on its proxy), soon after
@@ -154,7 +163,8 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         /// It compiles only from nonisolated code (the iterator is not
         /// `Sendable`); from an actor, call ``next(isolation:)``.
         public mutating func next() async -> Element? {
-            await base.next()
+            relay.consumer.record()
+            return await base.next()
         }
 
         /// The next notification, or `nil` once the sequence finished,
@@ -164,7 +174,8 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         /// let notification = await iterator.next(isolation: #isolation)
         /// ```
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
-            await base.next(isolation: actor)
+            relay.consumer.record()
+            return await base.next(isolation: actor)
         }
     }
 }

@@ -367,6 +367,40 @@ struct NotificationHubSequenceTests {
         hub.state.withLock { $0.channel(name.id, sender: nil) }?.liveRelations().count ?? 0
     }
 
+    /// A consuming task cancelled while its loop body awaits something else
+    /// calls no `next()`: the observation ends at the first post after the
+    /// cancellation, and nothing posted after it is buffered or delivered.
+    @Test func aConsumerCancelledWhileItsBodyAwaitsElsewhere_endsAtTheNextPost_andBuffersNothing() async {
+        let hub = NotificationHub()
+        let received = _Mutex<[Int]>([])
+        let inBody = Flag()
+        let parked = _Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let consumer = Task {
+            var hasWaited = false
+            for await notification in hub.notifications(named: .count) {
+                received.withLock { $0.append(notification.payload) }
+                guard !hasWaited else { continue }
+                hasWaited = true
+                // Something else, which ignores cancellation.
+                await withCheckedContinuation { continuation in
+                    parked.withLock { $0 = continuation }
+                    inBody.set()
+                }
+            }
+        }
+        #expect(await eventually { relationCount(hub, .count) == 1 })
+        hub.post(.count, payload: 1)
+        #expect(await eventually { inBody.isSet }, "the first post never reached the loop body")
+        consumer.cancel()
+        #expect(relationCount(hub, .count) == 1, "nothing happened yet that could end it")
+        hub.post(.count, payload: 2)  // the first post after the cancellation
+        #expect(relationCount(hub, .count) == 0, "the post after the cancellation did not end it")
+        for payload in 3...100 { hub.post(.count, payload: payload) }
+        parked.withLock { $0?.resume() }
+        await consumer.value
+        #expect(received.withLock { $0 } == [1], "posts made after the cancellation reached the loop")
+    }
+
     @Test func theSequenceYieldsPostsInOrder_andCancellationEndsItsRelation() async {
         let hub = NotificationHub()
         let received = _Mutex<[Int]>([])
