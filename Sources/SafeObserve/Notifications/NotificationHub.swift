@@ -431,8 +431,9 @@ public final class NotificationHub: Sendable {
     /// hub.post(.unreadCountChanged, payload: 3, from: inbox)
     /// ```
     ///
-    /// Observers are called in registration order: those of the name, then
-    /// those of the name from this sender, then those of every name.
+    /// Observers are called group by group, each group in registration
+    /// order: those of the name, those of the name from this sender, those
+    /// of every name, then those of every name from this sender.
     ///
     /// - Complexity: O(1) expected to find the observers, plus O(1) per
     ///   observer called.

@@ -111,6 +111,31 @@ struct NotificationHubTests {
 
     // YBNotificationCenter: observers registered without a name never
     // received anything.
+    /// Delivery goes group by group, each in registration order, whatever
+    /// order the groups were registered in: the name's observers, the name
+    /// from the sender, every name, every name from the sender.
+    @Test func aPostFromASender_reachesTheFourGroupsInTheirDocumentedOrder() {
+        let hub = NotificationHub()
+        let sender = Sender()
+        let log = Inbox()
+        let listeners = (0..<8).map { _ in Inbox() }
+        hub.observeEvery(from: sender, by: listeners[0], isolation: nil) { _, _ in log.record("every from sender 1") }
+        hub.observeEvery(by: listeners[1], isolation: nil) { _, _ in log.record("every 1") }
+        hub.observe(.count, from: sender, by: listeners[2], isolation: nil) { _, _ in log.record("name from sender 1") }
+        hub.observe(.count, by: listeners[3], isolation: nil) { _, _ in log.record("name 1") }
+        hub.observe(.count, by: listeners[4], isolation: nil) { _, _ in log.record("name 2") }
+        hub.observe(.count, from: sender, by: listeners[5], isolation: nil) { _, _ in log.record("name from sender 2") }
+        hub.observeEvery(by: listeners[6], isolation: nil) { _, _ in log.record("every 2") }
+        hub.observeEvery(from: sender, by: listeners[7], isolation: nil) { _, _ in log.record("every from sender 2") }
+        hub.post(.count, payload: 1, from: sender)
+        #expect(
+            log.entries == [
+                "name 1", "name 2", "name from sender 1", "name from sender 2", "every 1", "every 2",
+                "every from sender 1", "every from sender 2",
+            ])
+        withExtendedLifetime(listeners) {}
+    }
+
     @Test func observersOfEveryName_receiveEveryNotification() {
         let hub = NotificationHub()
         let inbox = Inbox()
