@@ -102,12 +102,21 @@ final class _Mailbox: @unchecked Sendable {
     @usableFromInline
     func schedule() {
         if isMainActor {
-            Task { @MainActor in _Mailbox.main.deliver(before: nil) }
+            Task { @MainActor in _Mailbox.main.deliverBatch() }
         } else if let proxy {
             Task { await proxy.deliver(self) }
         } else {
             Task { await self.deliverInBatches() }
         }
+    }
+
+    /// The main actor's job, and a custom executor's: delivers the entries
+    /// queued when it started, then, if more were queued meanwhile, schedules
+    /// another job for them behind the executor's other work. So changes made
+    /// elsewhere faster than the executor delivers them never hold it.
+    func deliverBatch() {
+        let bound = state.withLock { $0.nextTicket }
+        if deliver(before: bound) { schedule() }
     }
 
     /// A default actor's job: one batch at a time, each after checking the
@@ -178,11 +187,12 @@ final actor _ExecutorProxy {
         return _ExecutorProxy(executor: serialExecutor, identity: executor)
     }
 
-    /// The mailbox's job, on the executor: delivers every entry, unless the
-    /// actor died (then none can run).
+    /// The mailbox's job, on the executor: delivers a batch (see
+    /// ``_Mailbox/deliverBatch()``), unless the actor died (then none can
+    /// run).
     func deliver(_ mailbox: _Mailbox) {
         // unwrapped: only an actor's mailbox has a proxy.
         if mailbox.actor.unsafelyUnwrapped.isGone { return mailbox.actorDied() }
-        mailbox.deliver(before: nil)
+        mailbox.deliverBatch()
     }
 }
