@@ -515,16 +515,18 @@ public struct ReferenceModel {
     }
 
     /// A post: the name's unfiltered channel, then the sender's, each as
-    /// its list is when its turn comes. The sender is held meanwhile.
+    /// its list was when the post began (the hub snapshots every channel a
+    /// post reaches first). The sender is held meanwhile.
     private mutating func post(_ name: Int, from sender: Int) {
         let payload = nextValue
         nextValue += 1
         if sender != 0 { objects[sender]!.pins += 1 }
         var channels = [NotificationChannel(name: name, sender: 0)]
         if sender != 0 { channels.append(NotificationChannel(name: name, sender: sender)) }
-        // Which channels a post reaches is decided when it starts.
-        for channel in channels.filter({ notificationLists[$0] != nil }) {
-            for index in notificationLists[channel]! {
+        // Which relations a post reaches is decided when it starts.
+        let lists = channels.compactMap { notificationLists[$0] }
+        for list in lists {
+            for index in list {
                 guard !relations[index].isEnded else { continue }
                 guard listeners[relations[index].listener]!.isAlive else {
                     endRelation(index)
