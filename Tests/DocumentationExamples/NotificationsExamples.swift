@@ -153,8 +153,9 @@ struct NotificationsArticle {
         hub.observe(.unreadCountChanged, from: workInbox, by: badge) { badge, _ in badge.count += 1 }
         // example: Notifications.md 7
         token.invalidate()  // one observation
-        hub.unobserve(.unreadCountChanged, by: badge)  // a name (unfiltered)
-        hub.unobserve(.unreadCountChanged, from: workInbox, by: badge)
+        hub.unobserve(.unreadCountChanged, from: workInbox, by: badge)  // a name from a sender
+        hub.unobserve(.unreadCountChanged, by: badge)  // a name, whatever the sender
+        hub.unobserve(from: workInbox, by: badge)  // a sender, whatever the name
         hub.unobserve(by: badge)  // everything badge observes on this hub
         SafeObservation.removeAll(observedBy: badge)  // and everything else it observes
         // end example
