@@ -96,19 +96,6 @@ private final class Board: SafeObservable, @unchecked Sendable {
 
 private final class Plain: Sendable {}
 
-/// The fastest of `runs` timings of `body` (the least disturbed by other work).
-private func fastest(of runs: Int = 15, _ body: () -> Void) -> Duration {
-    let clock = ContinuousClock()
-    var best = Duration.seconds(1_000_000)
-    for _ in 0..<runs { best = min(best, clock.measure(body)) }
-    return best
-}
-
-private func describe(_ duration: Duration) -> String {
-    let microseconds = duration / .microseconds(1)
-    return microseconds >= 1_000 ? "\(Int(microseconds / 1_000)) ms" : "\((microseconds * 10).rounded() / 10) µs"
-}
-
 @Suite("SafeObservationRegistrar with many key paths", .serialized)
 struct RegistrarWithManyKeyPathsTests {
     @Test func withMutationOfAnUnobservedProperty_doesNotScaleWithTheKeyPathsObservedBefore() {
@@ -119,7 +106,7 @@ struct RegistrarWithManyKeyPathsTests {
             return (grid, listener)
         }
         /// 100 sets of `other`, which nobody observes.
-        func sets(_ grid: Grid) -> Duration { fastest { for value in 0..<100 { grid.other = value } } }
+        func sets(_ grid: Grid) -> Duration { fastest(of: 15) { for value in 0..<100 { grid.other = value } } }
         let (few, fewListener) = object(observing: 8)
         let (many, manyListener) = object(observing: 400)
         let early = sets(few)
@@ -153,7 +140,7 @@ struct RegistrarWithManyKeyPathsTests {
             next += 1
         }
         /// Observes 20 key paths never observed before.
-        func registrations() -> Duration { fastest { for _ in 0..<20 { observeNext() } } }
+        func registrations() -> Duration { fastest(of: 15) { for _ in 0..<20 { observeNext() } } }
         let early = registrations()  // 0–300 key paths observed
         while next < 1_500 { observeNext() }
         let late = registrations()  // 1,500–1,800

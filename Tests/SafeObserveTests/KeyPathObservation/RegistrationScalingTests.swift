@@ -2,15 +2,6 @@ import Testing
 
 @testable import SafeObserve
 
-/// The best of `rounds` timings of `body` (the minimum: other work on a
-/// shared machine only ever adds time).
-private func fastest(of rounds: Int = 9, _ body: () -> Void) -> Duration {
-    let clock = ContinuousClock()
-    var best = Duration.seconds(1_000)
-    for _ in 0..<rounds { best = min(best, clock.measure(body)) }
-    return best
-}
-
 /// The `- Complexity:` lines of registration, removal and introspection,
 /// tested as the n-th operation against an early one in one process: a
 /// ratio, with a threshold far below what the wrong complexity would give
@@ -28,7 +19,7 @@ struct RegistrationScalingTests {
     @Test func observeAndInvalidate_onAnObjectWith20000OtherRelations_costWhatTheyCostOnAFreshOne() {
         let listeners = (0..<Self.batch).map { _ in Listener() }
         func observeAndInvalidate(on counter: Counter) -> Duration {
-            fastest {
+            fastest(of: 9) {
                 for listener in listeners {
                     counter.safeObserve(\.count, by: listener) { _, _, _ in }.invalidate()
                 }
@@ -51,7 +42,7 @@ struct RegistrationScalingTests {
     @Test func unobserve_byAListenerOf20000OtherObjects_costsWhatItCostsForAListenerOfOne() {
         let counter = Counter()
         func observeAndUnobserve(by listener: Listener) -> Duration {
-            fastest {
+            fastest(of: 9) {
                 for _ in 0..<Self.batch {
                     counter.safeObserve(\.count, by: listener) { _, _, _ in }
                     counter.safeUnobserve(\.count, by: listener)
@@ -77,7 +68,7 @@ struct RegistrationScalingTests {
         let counter = Counter()
         func listAndRemove() -> Duration {
             let listeners = (0..<Self.batch).map { _ in Listener() }
-            return fastest {
+            return fastest(of: 9) {
                 for listener in listeners {
                     counter.safeObserve(\.count, by: listener) { _, _, _ in }
                     _ = SafeObservation.relations(observedBy: listener)

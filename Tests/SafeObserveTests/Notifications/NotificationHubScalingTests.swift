@@ -19,19 +19,6 @@ private final class Store: SafeObserver, Sendable {
     let observerLifetime = ObserverLifetime()
 }
 
-/// The fastest of `runs` timings of `body` (the least disturbed by other work).
-private func fastest(of runs: Int = 3, _ body: () -> Void) -> Duration {
-    let clock = ContinuousClock()
-    var best = Duration.seconds(1_000_000)
-    for _ in 0..<runs { best = min(best, clock.measure(body)) }
-    return best
-}
-
-private func describe(_ duration: Duration) -> String {
-    let microseconds = duration / .microseconds(1)
-    return microseconds >= 1_000 ? "\(Int(microseconds / 1_000)) ms" : "\((microseconds * 10).rounded() / 10) µs"
-}
-
 @Suite(
     "NotificationHub scaling", .serialized,
     .disabled(if: StressConfig.isSanitized, "a sanitizer's own costs would be measured, not the hub's"))
@@ -45,7 +32,7 @@ struct NotificationHubScalingTests {
         /// 50 × (observe one name + unobserve(by:)) by a listener with one relation.
         func observeAndUnobserveBy() -> Duration {
             let listener = Plain()
-            return fastest {
+            return fastest(of: 3) {
                 for _ in 0..<50 {
                     hub.observe(.scaled, by: listener, isolation: nil) { _, _ in }
                     hub.unobserve(by: listener)
@@ -78,7 +65,7 @@ struct NotificationHubScalingTests {
             }  // every one of them dies here; their channels wait for the sweep
             let fresh = (0..<3 * 64).map { _ in Plain() }
             var batch = 0
-            let duration = fastest {
+            let duration = fastest(of: 3) {
                 for sender in fresh[(batch * 64)..<(batch * 64 + 64)] {
                     hub.observe(.scaled, from: sender, by: listener, isolation: nil) { _, _ in }
                 }
@@ -136,7 +123,7 @@ struct NotificationHubScalingTests {
             let sequence = hub.notifications(named: .scaled, from: sender)
             let kept = (0..<others).map { _ in sequence.makeAsyncIterator() }
             var batches = (0..<3).map { _ in (0..<100).map { _ in sequence.makeAsyncIterator() } }
-            let duration = fastest { batches.removeLast() }
+            let duration = fastest(of: 3) { batches.removeLast() }
             withExtendedLifetime((kept, batches, sender, hub)) {}
             return duration
         }

@@ -21,19 +21,6 @@ private actor QueueHost {
 
 private final class Sink: Sendable {}
 
-/// The fastest of `runs` timings of `body` (the least disturbed by other work).
-private func fastest(of runs: Int = 5, _ body: () -> Void) -> Duration {
-    let clock = ContinuousClock()
-    var best = Duration.seconds(1_000_000)
-    for _ in 0..<runs { best = min(best, clock.measure(body)) }
-    return best
-}
-
-private func describe(_ duration: Duration) -> String {
-    let microseconds = duration / .microseconds(1)
-    return microseconds >= 1_000 ? "\(Int(microseconds / 1_000)) ms" : "\((microseconds * 10).rounded() / 10) µs"
-}
-
 @Suite("Notification queue: cost per notification", .serialized)
 struct NotificationQueueScalingTests {
     @Test func enqueueWithoutCoalescing_doesNotScaleWithThePendingNotifications() async {
@@ -49,9 +36,9 @@ struct NotificationQueueScalingTests {
                 }
             }
             enqueue(500)
-            let few = fastest { enqueue(100) }  // 500–1,000 pending
+            let few = fastest(of: 5) { enqueue(100) }  // 500–1,000 pending
             enqueue(15_000)
-            let many = fastest { enqueue(100) }  // 16,000–16,500 pending
+            let many = fastest(of: 5) { enqueue(100) }  // 16,000–16,500 pending
             // Not posted: the queue's job (already scheduled) finds nothing.
             queue.dequeue(.pending, coalescing: .onName)
             return (few, many)
@@ -79,19 +66,19 @@ struct NotificationQueueScalingTests {
                 }
             }
             for sender in senders[..<500] { queue.enqueue(.pending, payload: 0, from: sender, postingStyle: .asap) }
-            let few = fastest { enqueueCoalescing(100) }  // 500 others pending
+            let few = fastest(of: 5) { enqueueCoalescing(100) }  // 500 others pending
             for sender in senders[500...] { queue.enqueue(.pending, payload: 0, from: sender, postingStyle: .asap) }
-            let many = fastest { enqueueCoalescing(100) }  // 16,000 others pending
+            let many = fastest(of: 5) { enqueueCoalescing(100) }  // 16,000 others pending
             // Every option of the mask: each must cost its matches only.
-            let byName = fastest {
+            let byName = fastest(of: 5) {
                 for _ in 0..<100 { queue.enqueue(.measured, payload: 0, postingStyle: .asap, coalescing: .onName) }
             }
-            let bySender = fastest {
+            let bySender = fastest(of: 5) {
                 for _ in 0..<100 {
                     queue.enqueue(.measured, payload: 0, from: lone, postingStyle: .asap, coalescing: .onSender)
                 }
             }
-            let dequeue = fastest {
+            let dequeue = fastest(of: 5) {
                 for _ in 0..<100 {
                     queue.enqueue(.measured, payload: 0, postingStyle: .asap, coalescing: [])
                     queue.dequeue(.measured, coalescing: .onName)

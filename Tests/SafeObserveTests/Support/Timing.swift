@@ -1,0 +1,17 @@
+/// Timing for the scaling tests, which compare the n-th operation with an
+/// early one in one process (a ratio, never an absolute time).
+
+/// The fastest of `runs` timings of `body`: other work on a shared machine
+/// only ever adds time.
+func fastest(of runs: Int, _ body: () -> Void) -> Duration {
+    let clock = ContinuousClock()
+    var best = Duration.seconds(1_000_000)
+    for _ in 0..<runs { best = min(best, clock.measure(body)) }
+    return best
+}
+
+/// `duration` in milliseconds or microseconds, for failure messages.
+func describe(_ duration: Duration) -> String {
+    let microseconds = duration / .microseconds(1)
+    return microseconds >= 1_000 ? "\(Int(microseconds / 1_000)) ms" : "\((microseconds * 10).rounded() / 10) µs"
+}
