@@ -39,7 +39,9 @@ extension NotificationHub {
             /// By one job on the queue's actor, scheduled when the first such
             /// notification is enqueued: after the actor's current job, and
             /// after the jobs enqueued on it before. The job posts every
-            /// `asap` notification enqueued until it runs, in order.
+            /// `asap` notification enqueued until it runs, in order; those
+            /// its handlers enqueue go to the next job, behind the actor's
+            /// other work.
             ///
             /// ```swift
             /// queue.enqueue(.didSync, postingStyle: .asap)   // posted after this job
@@ -277,15 +279,20 @@ extension NotificationHub {
             post(style)
         }
 
-        /// Posts the notifications queued with `style`, one at a time, in
-        /// order (a handler may enqueue more: those queued before the list
-        /// is empty are posted by this job too), then ends the job.
+        /// Posts the notifications queued with `style` when the job started,
+        /// one at a time, in order, then ends the job. What a handler
+        /// enqueues meanwhile goes to another job, behind the actor's other
+        /// work: a handler that keeps enqueueing never holds the actor.
         private func post(_ style: PostingStyle) {
+            let bound = state.withLock { $0.bound(style) }
             while true {
                 // Asking for the next one tells the state the last one was posted.
-                let action = state.withLock { $0.next(style) }
+                let action = state.withLock { $0.next(style, before: bound) }
                 for waiter in action.resumes { waiter.resume() }
-                guard let entry = action.entry else { return }
+                guard let entry = action.entry else {
+                    if action.reschedules { schedule(style) }
+                    return
+                }
                 guard let sender = entry.sender else {
                     entry.post(nil)
                     continue

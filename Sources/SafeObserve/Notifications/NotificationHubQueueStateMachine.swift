@@ -140,40 +140,56 @@ extension NotificationHub.Queue {
         struct NextAction {
             /// The notification to post; `nil` ends the job.
             var entry: Entry?
+            /// The job ended at its bound with notifications still queued
+            /// (a handler enqueued them): schedule another job for them,
+            /// behind the actor's other work.
+            var reschedules = false
             /// Waiters whose notifications are all gone, to resume.
             var resumes: [CheckedContinuation<Void, Never>]
         }
 
-        /// The next notification queued with `style`; `nil` when there is
-        /// none, which ends that style's job. The notification the job
-        /// posted before (the job asks once it is posted) is done.
-        mutating func next(_ style: PostingStyle) -> NextAction {
+        /// The number the next notification queued with `style` will get:
+        /// a job posts only those numbered below it when it starts.
+        func bound(_ style: PostingStyle) -> UInt64 {
+            style == .whenIdle ? idle.endNumber : asap.endNumber
+        }
+
+        /// The next notification queued with `style` before the job's
+        /// `bound`; `nil` when there is none, which ends that style's job
+        /// (and asks for another if notifications were queued since it
+        /// started). The notification the job posted before (the job asks
+        /// once it is posted) is done.
+        mutating func next(_ style: PostingStyle, before bound: UInt64 = .max) -> NextAction {
             defer { _checkInvariants() }
             var entry: Entry?
+            var reschedules = false
             switch style {
             case .now:
                 break
             case .asap:
-                if let (number, first) = asap.removeFirst() {
+                if asap.firstNumber < bound, let (number, first) = asap.removeFirst() {
                     indexes.unfile(first, as: Ticket(style: .asap, number: number))
                     asapPosting = number
                     entry = first
                 } else {
                     asapPosting = nil
-                    asapScheduled = false
+                    // Queued since the job started: another job posts them.
+                    reschedules = !asap.isEmpty
+                    asapScheduled = reschedules
                 }
             case .whenIdle:
-                if let (number, first) = idle.removeFirst() {
+                if idle.firstNumber < bound, let (number, first) = idle.removeFirst() {
                     indexes.unfile(first, as: Ticket(style: .whenIdle, number: number))
                     idlePosting = number
                     entry = first
                 } else {
                     idlePosting = nil
-                    idleScheduled = false
+                    reschedules = !idle.isEmpty
+                    idleScheduled = reschedules
                 }
             }
             if asap.isEmpty, idle.isEmpty { indexes = Indexes() }  // memory follows what is queued
-            return NextAction(entry: entry, resumes: waiters.resumable(done: done))
+            return NextAction(entry: entry, reschedules: reschedules, resumes: waiters.resumable(done: done))
         }
 
         /// What a waiter waits for: every notification numbered below

@@ -353,6 +353,37 @@ struct NotificationQueueTests {
         #expect(log.entries == ["level:1@-", "level:2@-", "level:3@-"])
     }
 
+    /// A handler that keeps enqueueing: each job posts what was queued when
+    /// it started, so the actor's other jobs run in between, and a waiter on
+    /// the queue's own actor returns while the handler still enqueues. The
+    /// handler stops by itself after `bound` posts, so that a job that holds
+    /// the actor fails the test instead of hanging it; the checks count
+    /// posts, not time, so a loaded machine cannot fail them.
+    @Test(arguments: [NotificationHub.Queue.PostingStyle.asap, .whenIdle])
+    func aHandlerThatKeepsEnqueueing_neverHoldsTheActor(style: NotificationHub.Queue.PostingStyle) async {
+        let bound = 2_000_000
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)  // the main actor
+        let stop = Flag()
+        let posted = Atomic<Int>(0)
+        hub.observe(.level, by: queue, isolation: nil) { queue, n in
+            posted.store(n.payload, ordering: .relaxed)
+            guard !stop.isSet, n.payload < bound else { return }
+            queue.enqueue(.level, payload: n.payload + 1, postingStyle: style)
+        }
+        defer { stop.set() }
+        queue.enqueue(.level, payload: 1, postingStyle: style)
+        // Another main-actor job, enqueued while the handler enqueues.
+        await Task { @MainActor in }.value
+        let afterJob = posted.load(ordering: .relaxed)
+        #expect(afterJob < bound, "the queue's job held the main actor until its handler stopped")
+        await queue.waitUntilPosted()  // returns to the queue's actor
+        let afterWait = posted.load(ordering: .relaxed)
+        stop.set()
+        #expect(afterWait < bound, "the waiter on the queue's actor returned only once the handler stopped")
+        #expect(await eventually { queue.count == 0 })
+    }
+
     @Test func aListenerThatDiesBeforeThePost_isNotCalled() async {
         let hub = NotificationHub()
         let queue = NotificationHub.Queue(hub: hub)
