@@ -135,6 +135,9 @@ private actor Worker {
     }
 }
 
+/// A plain default actor, used as a listener.
+private actor DefaultListenerActor {}
+
 /// Spins until `flag` is set, for 10 s at most (never hangs a test).
 private func spin(until flag: Flag) {
     let deadline = ContinuousClock.now + .seconds(10)
@@ -571,6 +574,92 @@ struct HopOrderAndLifetimeTests {
         }
         for token in tokens { token.invalidate() }
         withExtendedLifetime((first, second)) {}
+    }
+
+    // MARK: A delivery job never holds its executor
+
+    /// Writers elsewhere that always have another change waiting (here each
+    /// delivery makes the next change on another thread and waits for it)
+    /// never hold the main actor: its job delivers what was queued when it
+    /// started, and a main-actor job enqueued meanwhile runs before the rest.
+    /// A job that held the actor would deliver all `bound` changes first.
+    @MainActor
+    @Test func aMainActorJob_deliversWhatWasQueuedWhenItStarted_thenLetsOtherJobsRun() async {
+        let bound = 1_000
+        let model = HopModel()
+        let listener = Recorder()
+        let otherJobRanAt = _Mutex<Int?>(nil)
+        model.safeObserve(\.count, by: listener) { _, model, change in
+            let value = change.newValue!
+            if value == 1 {
+                Task { @MainActor in otherJobRanAt.withLock { $0 = model.count } }
+            }
+            if value < bound, otherJobRanAt.withLock({ $0 }) == nil {
+                onAnotherThread { model.count = value + 1 }
+            }
+        }
+        onAnotherThread { model.count = 1 }
+        let ran = await within { otherJobRanAt.withLock { $0 } != nil }
+        let at = otherJobRanAt.withLock { $0 } ?? bound
+        #expect(ran, "the other main-actor job never ran")
+        #expect(at < bound, "the delivery job held the main actor for all \(bound) changes")
+        withExtendedLifetime(listener) {}
+    }
+
+    /// The same on an actor with a custom executor.
+    @Test func aCustomExecutorsJob_deliversWhatWasQueuedWhenItStarted_thenLetsOtherJobsRun() async {
+        let bound = 1_000
+        let executor = ManualExecutor()
+        let model = HopModel()
+        let listener = ManualActor(executor: executor, lifetime: LifetimeCounter())
+        let otherJobRanAt = _Mutex<Int?>(nil)
+        model.safeObserve(\.count, by: listener) { actor, model, change in
+            let value = change.newValue!
+            if value == 1 {
+                // Isolated to `actor`: a job on its executor.
+                Task { _ = actor; otherJobRanAt.withLock { $0 = model.count } }
+            }
+            if value < bound, otherJobRanAt.withLock({ $0 }) == nil {
+                onAnotherThread { model.count = value + 1 }
+            }
+        }
+        onAnotherThread { model.count = 1 }
+        onAnotherThread {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while otherJobRanAt.withLock({ $0 }) == nil, ContinuousClock.now < deadline {
+                executor.drain()
+                sched_yield()
+            }
+        }
+        let at = otherJobRanAt.withLock { $0 }
+        #expect(at != nil, "the other job on the executor never ran")
+        #expect((at ?? bound) < bound, "the delivery job held the executor for all \(bound) changes")
+        withExtendedLifetime(listener) {}
+    }
+
+    /// The same on a default actor: its job gives the actor up after each
+    /// batch, so a job enqueued on the actor meanwhile runs before the rest.
+    @Test func aDefaultActorsJob_deliversWhatWasQueuedWhenItStarted_thenLetsOtherJobsRun() async {
+        let bound = 1_000
+        let model = HopModel()
+        let listener = DefaultListenerActor()
+        let otherJobRanAt = _Mutex<Int?>(nil)
+        model.safeObserve(\.count, by: listener) { actor, model, change in
+            let value = change.newValue!
+            if value == 1 {
+                // Isolated to `actor`: a job on it.
+                Task { _ = actor; otherJobRanAt.withLock { $0 = model.count } }
+            }
+            if value < bound, otherJobRanAt.withLock({ $0 }) == nil {
+                onAnotherThread { model.count = value + 1 }
+            }
+        }
+        onAnotherThread { model.count = 1 }
+        let ran = await within { otherJobRanAt.withLock { $0 } != nil }
+        let at = otherJobRanAt.withLock { $0 } ?? bound
+        #expect(ran, "the other job on the actor never ran")
+        #expect(at < bound, "the delivery job held the actor for all \(bound) changes")
+        withExtendedLifetime(listener) {}
     }
 
     // MARK: Nested changes of one property
