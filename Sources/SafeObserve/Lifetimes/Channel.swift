@@ -127,11 +127,10 @@ final class _Channel: Sendable {
         /// of line, so that the setter stays small).
         @usableFromInline
         func deliverChange(root: AnyObject, change: UnsafeRawPointer, channel: _Channel) {
+            // The same arguments: a jump, with nothing to move.
+            if _slowPath(needsOld || hasPrior) { return deliverChangeInOrder(root: root, change: change, channel: channel) }
             let sequence = channel.changeCount.wrappingAdd(1, ordering: .relaxed).newValue
-            guard _slowPath(needsOld || hasPrior) else {
-                return deliver(root: root, change: change, phase: .change, sequence: sequence)
-            }
-            deliverChangeInOrder(root: root, change: change, channel: channel, sequence: sequence)
+            deliver(root: root, change: change, phase: .change, sequence: sequence)
         }
 
         // MARK: Nested changes
@@ -211,7 +210,8 @@ final class _Channel: Sendable {
         /// it is delivered, so that a change a handler nests in it tells the
         /// relations this one has not reached yet about it first.
         @inline(never)
-        func deliverChangeInOrder(root: AnyObject, change: UnsafeRawPointer, channel: _Channel, sequence: UInt64) {
+        func deliverChangeInOrder(root: AnyObject, change: UnsafeRawPointer, channel: _Channel) {
+            let sequence = channel.changeCount.wrappingAdd(1, ordering: .relaxed).newValue
             let enclosing = _InFlightChange.innermost
             var record = _InFlightChange(
                 channel: ObjectIdentifier(channel), sequence: sequence, change: change, enclosing: enclosing,
