@@ -258,15 +258,22 @@ extension NotificationHub {
                     await self?.run(style)
                 }
             } else {
+                // Loaded on the actor: a strong reference taken before the
+                // hop would hold the queue while the job waits for it.
                 let actor = actor
-                Task(priority: priority) { [weak self] in
-                    await Self.run(self, style, on: actor)
+                let queue = WeakQueue(queue: self)
+                Task(priority: priority) {
+                    await Self.run(queue, style, on: actor)
                 }
             }
         }
 
-        private static func run(_ queue: Queue?, _ style: PostingStyle, on actor: isolated any Actor) async {
-            await queue?.run(style)
+        private struct WeakQueue: Sendable {
+            weak var queue: Queue?
+        }
+
+        private static func run(_ queue: WeakQueue, _ style: PostingStyle, on actor: isolated any Actor) async {
+            await queue.queue?.run(style)
         }
 
         /// Posts what is queued with `style` (for `whenIdle`: `asap` first,

@@ -106,6 +106,18 @@ private final class HoldableExecutor: SerialExecutor, @unchecked Sendable {
 private actor ExecutorActor {
     let executor = HoldableExecutor()
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    func sync() {}
+}
+
+/// A default actor that a test can keep busy (off the cooperative pool's
+/// other threads' way: it spins until the gate opens, 10 s at most).
+private actor BusyActor {
+    func block(entered: Flag, gate: Flag) {
+        entered.set()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !gate.isSet, ContinuousClock.now < deadline { sched_yield() }
+    }
+    func sync() {}
 }
 
 @Suite("Notification queue")
@@ -338,6 +350,45 @@ struct NotificationQueueTests {
         #expect(lifetime.liveCount == 0)
         await drainMainActor()
         #expect(log.entries.isEmpty)
+    }
+
+    /// The same on an actor with a custom executor and on a default actor,
+    /// each busy when the queue dies: the job waiting for the actor holds the
+    /// queue only weakly.
+    @Test(arguments: [false, true])
+    func aQueueThatDiesWhileItsActorIsBusy_dropsWhatItHeld(customExecutor: Bool) async {
+        let hub = NotificationHub()
+        let log = Log()
+        record(hub, into: log)
+        let lifetime = LifetimeCounter()
+        let executorActor = ExecutorActor()
+        let defaultActor = BusyActor()
+        let actor: any Actor = customExecutor ? executorActor : defaultActor
+        let entered = Flag()
+        let gate = Flag()
+        if customExecutor {
+            executorActor.executor.hold()
+        } else {
+            Task.detached { await defaultActor.block(entered: entered, gate: gate) }
+            while !entered.isSet { await Task.yield() }
+        }
+        weak var weakQueue: NotificationHub.Queue?
+        do {
+            let queue = NotificationHub.Queue(hub: hub, actor: actor)
+            weakQueue = queue
+            queue.enqueue(.boxed, payload: Box(1, lifetime: lifetime), postingStyle: .asap)
+            queue.enqueue(.level, payload: 1, postingStyle: .whenIdle)
+            // Let the jobs reach the actor's queue.
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(weakQueue == nil, "a job waiting for the busy actor keeps the queue alive")
+        #expect(lifetime.liveCount == 0)
+        gate.set()
+        executorActor.executor.release()
+        await executorActor.sync()
+        await defaultActor.sync()
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(log.entries.isEmpty, "a queue that died posted what it held")
     }
 
     @Test func aHandlerMayEnqueue_andItsNotificationFollows() async {
