@@ -126,7 +126,35 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// those changes are skipped when their turn comes.
     @inlinable @inline(never)
     func deliverQueuedFirst() {
+        // The job's batch first, if it is this hop's (a handler it called
+        // made this change): those changes are older than the queued ones.
+        if mailbox.batch?.hop == ObjectIdentifier(self) { deliverBatch() }
         while deliverNext(ticket: nil) {}
+    }
+
+    /// Delivers the changes of the job's batch (this hop's) that no handler
+    /// was told yet, in order, on the actor; `false` if the relation ended or
+    /// a side died (the rest of the batch is dropped).
+    @inlinable @discardableResult
+    func deliverBatch() -> Bool {
+        while let batch = mailbox.batch, batch.next < batch.end {
+            mailbox.batch!.next += 1
+            // The relation is loaded under the lock, and dropped after it.
+            let relation = mailboxState.withLock { _ in _load(queue.relation) }
+            // Each change checks both sides anew: a handler may have ended
+            // the relation or dropped either side.
+            guard let (listener, root) = _hopRecipients(relation, root: root) else {
+                mailbox.batch!.next = batch.end
+                dropQueue()
+                return false
+            }
+            // assumingMemoryBound: the batch is this hop's, so its changes are `Value`s.
+            let change = batch.changes.assumingMemoryBound(to: ObservedChange<Value>.self)[batch.next]
+            // unsafeDowncast: the relation's listener and object are the ones
+            // this hop was made for.
+            handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), change)
+        }
+        return true
     }
 
     /// Delivers what the relation receives of the change `change` points
@@ -177,28 +205,22 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         var ticket = first
         var remaining = count
         withUnsafeTemporaryAllocation(of: ObservedChange<Value>.self, capacity: 16) { buffer in
+            defer { mailbox.batch = nil }
             while remaining > 0 {
-                // The relation is loaded under the lock, and dropped after it.
-                let (taken, relation) = mailboxState.withLock { _ in
-                    let taken = queue.take(from: ticket, limit: remaining, into: buffer, hasPending: hasPending)
-                    return (taken, taken > 0 ? _load(queue.relation) : nil)
+                // Taken out of the queue, the batch keeps `hasPending` set:
+                // a change made on the actor by one of its handlers must
+                // deliver the rest of it first.
+                let taken = mailboxState.withLock { _ in
+                    queue.take(from: ticket, limit: remaining, into: buffer, hasPending: hasPending)
                 }
                 guard taken > 0 else { return }
                 defer { buffer.baseAddress!.deinitialize(count: taken) }
                 ticket &+= UInt64(taken)
                 remaining -= taken
-                for index in 0..<taken {
-                    // Each change checks both sides anew: a handler may have
-                    // ended the relation or dropped either side.
-                    guard let (listener, root) = _hopRecipients(relation, root: root) else {
-                        dropQueue()
-                        return
-                    }
-                    // unsafeDowncast: the relation's listener and object are
-                    // the ones this hop was made for.
-                    handler(
-                        unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), buffer[index])
-                }
+                mailbox.batch = _Mailbox._Batch(
+                    hop: ObjectIdentifier(self), changes: UnsafeMutableRawPointer(buffer.baseAddress!), end: taken)
+                guard deliverBatch() else { return }
+                mailboxState.withLock { _ in queue.endBatch(hasPending: hasPending) }
             }
         }
     }

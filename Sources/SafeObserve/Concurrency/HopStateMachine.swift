@@ -167,12 +167,20 @@ extension _Hop {
                 taken += 1
             }
             if taken > 0, isEmpty {
-                // Only `nil` slots are released here.
+                // Only `nil` slots are released here. `hasPending` stays set
+                // while the batch is delivered (see ``endBatch(hasPending:)``).
                 items.removeAll(keepingCapacity: items.capacity <= 16)
                 head = 0
-                hasPending.store(false, ordering: .releasing)
             }
+            if taken == 0, isEmpty { hasPending.store(false, ordering: .releasing) }
             return taken
+        }
+
+        /// A batch ``take(from:limit:into:hasPending:)`` took was delivered:
+        /// `hasPending` is cleared if nothing is queued.
+        @inlinable
+        mutating func endBatch(hasPending: borrowing Atomic<Bool>) {
+            if isEmpty { hasPending.store(false, ordering: .releasing) }
         }
 
         /// Empties the queue, returning what it held (to release unlocked).

@@ -36,6 +36,30 @@ final class _Mailbox: @unchecked Sendable {
     /// The job's actor for a custom executor.
     let proxy: _ExecutorProxy?
     @usableFromInline let state = _Mutex(State())
+    /// The run the job is delivering, if any: its hop, and the changes it
+    /// took out of the hop's queue that no handler was told yet (`next` up
+    /// to `end` of `changes`, typed by the hop). A change made on the actor
+    /// by one of their handlers delivers them first, as it would were they
+    /// still queued (``_Hop/deliverQueuedFirst()``).
+    // nonisolated(unsafe): touched only on the executor, by the job and the
+    // handlers it calls (one job at a time).
+    @usableFromInline nonisolated(unsafe) var batch: _Batch?
+
+    @usableFromInline
+    struct _Batch {
+        @usableFromInline let hop: ObjectIdentifier
+        @usableFromInline let changes: UnsafeMutableRawPointer
+        @usableFromInline var next: Int
+        @usableFromInline let end: Int
+
+        @inlinable
+        init(hop: ObjectIdentifier, changes: UnsafeMutableRawPointer, end: Int) {
+            self.hop = hop
+            self.changes = changes
+            next = 0
+            self.end = end
+        }
+    }
 
     /// The main actor's mailbox.
     @usableFromInline

@@ -136,7 +136,13 @@ private actor Worker {
 }
 
 /// A plain default actor, used as a listener.
-private actor DefaultListenerActor {}
+private actor DefaultListenerActor {
+    /// Keeps the actor busy (synchronously) until `gate` opens, or 10 s pass.
+    func block(entered: Flag, gate: Flag) {
+        entered.set()
+        spin(until: gate)
+    }
+}
 
 /// Spins until `flag` is set, for 10 s at most (never hangs a test).
 private func spin(until flag: Flag) {
@@ -163,7 +169,8 @@ private func within(
 }
 
 /// Runs `body` (which awaits an actor on `executor`) to completion, draining
-/// `executor` on another thread meanwhile; 10 s at most.
+/// `executor` on another thread meanwhile; 60 s at most (the task may wait
+/// that long for a thread of the cooperative pool on a loaded machine).
 private func run<T: Sendable>(draining executor: ManualExecutor, _ body: @escaping @Sendable () async -> T) -> T? {
     let result = _Mutex<T?>(nil)
     let done = Flag()
@@ -173,7 +180,7 @@ private func run<T: Sendable>(draining executor: ManualExecutor, _ body: @escapi
         done.set()
     }
     onAnotherThread {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !done.isSet, ContinuousClock.now < deadline {
             executor.drain()
             sched_yield()
@@ -574,6 +581,78 @@ struct HopOrderAndLifetimeTests {
         }
         for token in tokens { token.invalidate() }
         withExtendedLifetime((first, second)) {}
+    }
+
+    /// A handler delivered a queued change makes a change on the actor: the
+    /// changes still queued behind the one it was told (taken by the job in
+    /// one batch) reach it first, then its own, so its deliveries chain and
+    /// end at the current value.
+    @Test(arguments: [false, true])
+    func aChangeMadeOnTheActorByAQueuedDeliverysHandler_followsTheChangesStillQueued(customExecutor: Bool) async {
+        let model = HopModel()
+        let log = EventLog()
+        let executor = ManualExecutor()
+        let manual = ManualActor(executor: executor, lifetime: LifetimeCounter())
+        let plain = DefaultListenerActor()
+        let handler: @Sendable (HopModel, ObservedChange<Int>) -> Void = { model, change in
+            log.record("\(change.oldValue!)>\(change.newValue!)")
+            if change.newValue == 1 { model.count = 100 }  // on the actor
+        }
+        if customExecutor {
+            model.safeObserve(\.count, by: manual, options: [.old, .new]) { _, model, change in handler(model, change) }
+        } else {
+            model.safeObserve(\.count, by: plain, options: [.old, .new]) { _, model, change in handler(model, change) }
+        }
+        let gate = Flag()
+        let entered = Flag()
+        if !customExecutor {
+            // Busy, so the three changes below wait for it together.
+            Task.detached { await plain.block(entered: entered, gate: gate) }
+            _ = await within(5) { entered.isSet }
+        }
+        onAnotherThread {
+            model.count = 1
+            model.count = 2
+            model.count = 3
+        }
+        gate.set()
+        if customExecutor {
+            onAnotherThread {
+                let deadline = ContinuousClock.now + .seconds(10)
+                while log.entries.count < 4, ContinuousClock.now < deadline {
+                    executor.drain()
+                    sched_yield()
+                }
+            }
+        }
+        let settled = await within(10) { log.entries.count == 4 }
+        #expect(settled, "\(log.entries)")
+        #expect(log.entries == ["0>1", "1>2", "2>3", "3>100"])
+        #expect(model.count == 100)
+        withExtendedLifetime((manual, plain)) {}
+    }
+
+    /// The same on the main actor.
+    @MainActor
+    @Test func aChangeMadeOnTheMainActorByAQueuedDeliverysHandler_followsTheChangesStillQueued() async {
+        let model = HopModel()
+        let log = EventLog()
+        let listener = Recorder()
+        model.safeObserve(\.count, by: listener, options: [.old, .new]) { _, model, change in
+            log.record("\(change.oldValue!)>\(change.newValue!)")
+            if change.newValue == 1 { model.count = 100 }  // on the main actor
+        }
+        // Made elsewhere while this job holds the main actor: queued together.
+        onAnotherThread {
+            model.count = 1
+            model.count = 2
+            model.count = 3
+        }
+        let settled = await within(10) { log.entries.count == 4 }
+        #expect(settled, "\(log.entries)")
+        #expect(log.entries == ["0>1", "1>2", "2>3", "3>100"])
+        #expect(model.count == 100)
+        withExtendedLifetime(listener) {}
     }
 
     // MARK: A delivery job never holds its executor

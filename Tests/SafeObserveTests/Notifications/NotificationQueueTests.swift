@@ -109,12 +109,12 @@ private actor ExecutorActor {
     func sync() {}
 }
 
-/// A default actor that a test can keep busy (off the cooperative pool's
-/// other threads' way: it spins until the gate opens, 10 s at most).
+/// A default actor that a test can keep busy: it spins until the gate
+/// opens (60 s at most, long enough for a loaded machine's slowest test).
 private actor BusyActor {
     func block(entered: Flag, gate: Flag) {
         entered.set()
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while !gate.isSet, ContinuousClock.now < deadline { sched_yield() }
     }
     func sync() {}
