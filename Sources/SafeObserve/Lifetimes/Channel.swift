@@ -128,7 +128,9 @@ final class _Channel: Sendable {
         @usableFromInline
         func deliverChange(root: AnyObject, change: UnsafeRawPointer, channel: _Channel) {
             // The same arguments: a jump, with nothing to move.
-            if _slowPath(needsOld || hasPrior) { return deliverChangeInOrder(root: root, change: change, channel: channel) }
+            if _slowPath(needsOld || hasPrior) {
+                return deliverChangeInOrder(root: root, change: change, channel: channel)
+            }
             let sequence = channel.changeCount.wrappingAdd(1, ordering: .relaxed).newValue
             deliver(root: root, change: change, phase: .change, sequence: sequence)
         }

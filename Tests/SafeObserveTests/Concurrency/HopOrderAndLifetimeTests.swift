@@ -696,7 +696,10 @@ struct HopOrderAndLifetimeTests {
             let value = change.newValue!
             if value == 1 {
                 // Isolated to `actor`: a job on its executor.
-                Task { _ = actor; otherJobRanAt.withLock { $0 = model.count } }
+                Task {
+                    _ = actor
+                    otherJobRanAt.withLock { $0 = model.count }
+                }
             }
             if value < bound, otherJobRanAt.withLock({ $0 }) == nil {
                 onAnotherThread { model.count = value + 1 }
@@ -727,7 +730,10 @@ struct HopOrderAndLifetimeTests {
             let value = change.newValue!
             if value == 1 {
                 // Isolated to `actor`: a job on it.
-                Task { _ = actor; otherJobRanAt.withLock { $0 = model.count } }
+                Task {
+                    _ = actor
+                    otherJobRanAt.withLock { $0 = model.count }
+                }
             }
             if value < bound, otherJobRanAt.withLock({ $0 }) == nil {
                 onAnotherThread { model.count = value + 1 }
