@@ -128,7 +128,10 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     func deliverQueuedFirst() {
         // The job's batch first, if it is this hop's (a handler it called
         // made this change): those changes are older than the queued ones.
-        if mailbox.batch?.hop == ObjectIdentifier(self) { deliverBatch() }
+        if mailbox.batch?.hop == ObjectIdentifier(self) {
+            // The relation is loaded under the lock, and dropped after it.
+            deliverBatch(relation: mailboxState.withLock { _ in _load(queue.relation) })
+        }
         while deliverNext(ticket: nil) {}
     }
 
@@ -136,11 +139,9 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// was told yet, in order, on the actor; `false` if the relation ended or
     /// a side died (the rest of the batch is dropped).
     @inlinable @discardableResult
-    func deliverBatch() -> Bool {
+    func deliverBatch(relation: _Relation?) -> Bool {
         while let batch = mailbox.batch, batch.next < batch.end {
             mailbox.batch!.next += 1
-            // The relation is loaded under the lock, and dropped after it.
-            let relation = mailboxState.withLock { _ in _load(queue.relation) }
             // Each change checks both sides anew: a handler may have ended
             // the relation or dropped either side.
             guard let (listener, root) = _hopRecipients(relation, root: root) else {
@@ -210,8 +211,10 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
                 // Taken out of the queue, the batch keeps `hasPending` set:
                 // a change made on the actor by one of its handlers must
                 // deliver the rest of it first.
-                let taken = mailboxState.withLock { _ in
-                    queue.take(from: ticket, limit: remaining, into: buffer, hasPending: hasPending)
+                // The relation is loaded under the lock, and dropped after it.
+                let (taken, relation) = mailboxState.withLock { _ in
+                    let taken = queue.take(from: ticket, limit: remaining, into: buffer, hasPending: hasPending)
+                    return (taken, taken > 0 ? _load(queue.relation) : nil)
                 }
                 guard taken > 0 else { return }
                 defer { buffer.baseAddress!.deinitialize(count: taken) }
@@ -219,8 +222,10 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
                 remaining -= taken
                 mailbox.batch = _Mailbox._Batch(
                     hop: ObjectIdentifier(self), changes: UnsafeMutableRawPointer(buffer.baseAddress!), end: taken)
-                guard deliverBatch() else { return }
-                mailboxState.withLock { _ in queue.endBatch(hasPending: hasPending) }
+                guard deliverBatch(relation: relation) else { return }
+                // The next `take` clears `hasPending` if nothing is queued; after
+                // the run's last batch, this does.
+                if remaining == 0 { mailboxState.withLock { _ in queue.endBatch(hasPending: hasPending) } }
             }
         }
     }
