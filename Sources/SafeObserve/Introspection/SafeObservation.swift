@@ -1,3 +1,5 @@
+import Observation
+
 /// Operations on relations that are not tied to one observed object:
 /// ending all of a listener's relations, and introspection for debugging and
 /// leak tests.
@@ -56,6 +58,41 @@ public enum SafeObservation {
     /// - Complexity: O(*p* + *n*) in the observed properties of `object` and
     ///   their relations. Meant for debugging and tests, not hot paths.
     public static func relations(of object: some SafeObservable) -> [ObservationToken] {
+        _relations(of: object)
+    }
+
+    /// The active relations on the `@Observable` model `object`, key path by
+    /// key path, in the order the key paths were first observed, and each
+    /// key path's relations in registration order.
+    ///
+    /// Relations of a dead listener stay listed until they are cleaned up;
+    /// ``ObservationToken/listener`` is `nil` for those.
+    ///
+    /// ```swift
+    /// #expect(SafeObservation.relations(of: store).isEmpty)
+    /// ```
+    ///
+    /// - Complexity: O(*p* + *n*) in the observed key paths of `object` and
+    ///   their relations. Meant for debugging and tests, not hot paths.
+    public static func relations(of object: some Observable & AnyObject) -> [ObservationToken] {
+        _relations(of: object)
+    }
+
+    /// The active relations on `object`, a model that is both
+    /// ``SafeObservable`` and `Observable` (see
+    /// ``relations(of:)-(SafeObservable)``).
+    ///
+    /// ```swift
+    /// print(SafeObservation.relations(of: model))
+    /// ```
+    ///
+    /// - Complexity: O(*p* + *n*) in the observed properties of `object` and
+    ///   their relations.
+    public static func relations(of object: some SafeObservable & Observable) -> [ObservationToken] {
+        _relations(of: object)
+    }
+
+    static func _relations(of object: AnyObject) -> [ObservationToken] {
         // A derived key path rooted here (`\.account.balance`) is listed
         // through its dependency on one of this object's properties.
         var listed = Set<ObjectIdentifier>()

@@ -20,7 +20,7 @@
 /// any order of these is safe, and nothing is ever called after the
 /// relation ended. The observation never keeps the object alive.
 ///
-/// - Note: Introspection (``SafeObservation/relations(of:)``,
+/// - Note: Introspection (``SafeObservation/relations(of:)-(SafeObservable)``,
 ///   ``SafeObservation/graph(of:)``) lists each observation's relation with
 ///   one internal listener that every observation shares, not with the
 ///   observation; end an observation through it, never through that

@@ -14,6 +14,15 @@ struct _Registered {
     @usableFromInline let relation: _Relation?
     /// Whether the caller must deliver `.initial`.
     @usableFromInline let deliversInitial: Bool
+    /// Whether `relation` was made by this registration (not a duplicate's).
+    @usableFromInline let isNew: Bool
+
+    @usableFromInline
+    init(relation: _Relation?, deliversInitial: Bool, isNew: Bool = true) {
+        self.relation = relation
+        self.deliversInitial = deliversInitial
+        self.isNew = isNew
+    }
 }
 
 /// What `safeObserve` does once its generic parts are specialized away.
@@ -238,7 +247,7 @@ enum _SafeObserveRegistration {
         guard relation.proxy.insert(relation, existing: &existing) else {
             return listenerIsAlive(relation.listener.load()) ? nil : _Registered(relation: nil, deliversInitial: false)
         }
-        if let existing { return _Registered(relation: existing, deliversInitial: false) }
+        if let existing { return _Registered(relation: existing, deliversInitial: false, isNew: false) }
         // Unwrapped: a relation made with a channel keeps it.
         guard relation.channel.unsafelyUnwrapped.add(relation) else {
             relation.end()
@@ -246,6 +255,26 @@ enum _SafeObserveRegistration {
         }
         return _Registered(
             relation: relation, deliversInitial: relation.options.contains(.initial) && relation.isActive)
+    }
+
+    /// Registers `listener` on `channel`: a key path of an `@Observable`
+    /// model (see ``_ModelSentinel``), whose caller checked that neither
+    /// side is being destroyed.
+    static func register(
+        _ object: AnyObject, keyPath: AnyKeyPath, listener: AnyObject, options: ObservationOptions,
+        deliver: @escaping _Deliver, on channel: _Channel
+    ) -> _Registered {
+        // `nil` only when the listener's proxy was retired meanwhile: then
+        // again, with a new proxy.
+        while true {
+            guard let proxy = _ListenerProxy.of(listener, create: true) else {
+                return _Registered(relation: nil, deliversInitial: false)
+            }
+            if let registered = attach(object, keyPath, options, deliver, to: channel, proxy: proxy, isDistinct: false)
+            {
+                return registered
+            }
+        }
     }
 
     /// After a proxy refused a relation: whether that is because the proxy

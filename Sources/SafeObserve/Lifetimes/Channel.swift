@@ -587,6 +587,9 @@ final class _Channel: Sendable {
 
     // MARK: Introspection
 
+    /// Whether the channel was torn down (its object died).
+    var isTornDown: Bool { state.withLock { $0.isTornDown } }
+
     /// The active relations on this property, dependencies of derived key
     /// paths included.
     func liveRelations() -> [_Relation] {

@@ -29,7 +29,7 @@
 }
 
 /// The channels of every observed property, by object: what introspection
-/// (``SafeObservation/relations(of:)``) and the invariant checks need, kept in
+/// (``SafeObservation/relations(of:)-(SafeObservable)``) and the invariant checks need, kept in
 /// SafeObserve's own state so that nothing ever reflects over an object.
 ///
 /// A sentinel files its channel when it is created and removes it in its

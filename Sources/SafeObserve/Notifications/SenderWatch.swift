@@ -1,5 +1,7 @@
 /// Finishes the notification sequences filtered on a plain sender soon
-/// after the sender dies.
+/// after the sender dies, and ends the relations on an `@Observable` model
+/// soon after the model dies when other registrars still hold its sentinel
+/// (see ``_ModelSentinel``).
 ///
 /// A sender that adopts ``SafeObserver`` finishes its sequences inside its
 /// own `deinit` (a finalizer on its proxy). Any other class has no such

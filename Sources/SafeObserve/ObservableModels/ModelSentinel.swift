@@ -1,0 +1,192 @@
+/// The deinit listener of one observed key path of one `@Observable` model.
+///
+/// A model written for Observation has no storage of SafeObserve's, so its
+/// sentinel lives where Observation keeps what dies with the model: in the
+/// closures of the trackings installed in the model's registrar. Each
+/// tracking's closure holds the sentinel, and nothing else does for long
+/// (a registration while it registers, a tracker from a change to the
+/// delivery that re-tracks, see ``_ObservableTracker``). When the model
+/// deinitializes, its registrar releases those closures, and the sentinel's
+/// `deinit` tears down every relation on the key path, as a `SafeObservable`
+/// property's sentinel does.
+///
+/// A key path that also reads other models (`\.account.balance`) installs
+/// its tracking in their registrars too, which keep the closure until they
+/// change or die. So the model is also watched (``_SenderWatch``): its
+/// death tears the relations down within the watch's interval whatever
+/// other registrars still hold.
+final class _ModelSentinel: @unchecked Sendable {
+    // @unchecked Sendable: `trackers` and `watch` are reached only under
+    // `state`'s lock; everything else is immutable.
+
+    /// Tears the relations down in its `deinit` (see ``_Sentinel``).
+    let sentinel: _Sentinel
+    let keyPath: AnyKeyPath
+    let keyPathHash: Int
+    let modelID: ObjectIdentifier
+    /// The model's class (tests count sentinels by it).
+    let modelType: ObjectIdentifier
+
+    private struct State {
+        /// The trackers of the key path, one per isolation and tracker type.
+        var trackers: [TrackerKey: _AnyObservableTracker] = [:]
+        /// The model's death watch, once started.
+        var watch: Int?
+        var isDead = false
+    }
+
+    /// A tracker's isolation (`nil`: nonisolated) and type: key paths of one
+    /// property spelled on different root types share the sentinel, not a
+    /// tracker.
+    struct TrackerKey: Hashable {
+        let isolation: ObjectIdentifier?
+        let type: ObjectIdentifier
+    }
+
+    private let state = _Mutex(State())
+
+    var channel: _Channel { sentinel.channel }
+
+    /// Made unlocked: hashing a key path may run user code.
+    fileprivate init(model: AnyObject, keyPath: AnyKeyPath, keyPathHash: Int) {
+        sentinel = _Sentinel(object: model, keyPath: keyPath)
+        self.keyPath = keyPath
+        self.keyPathHash = keyPathHash
+        modelID = ObjectIdentifier(model)
+        modelType = ObjectIdentifier(type(of: model))
+    }
+
+    deinit {
+        _ModelSentinels.remove(self)
+        let watch = state.withLock { $0.watch }
+        if let watch { _SenderWatch.unwatch(modelID, id: watch) }
+        // `sentinel` goes next, and its deinit ends every relation.
+    }
+
+    /// Starts watching the model (which the caller holds) for its death.
+    fileprivate func startWatching(_ model: AnyObject) {
+        let id = _SenderWatch.watch(model) { [weak self] in self?.modelDied() }
+        let stale = state.withLock { state -> Int? in
+            guard state.watch == nil else { return id }
+            state.watch = id
+            return nil
+        }
+        if let stale { _SenderWatch.unwatch(modelID, id: stale) }
+    }
+
+    /// The model died while other registrars still held this sentinel: ends
+    /// every relation and stops the trackers.
+    func modelDied() {
+        let trackers = state.withLock { state -> [_AnyObservableTracker] in
+            state.isDead = true
+            defer { state.trackers = [:] }
+            return Array(state.trackers.values)
+        }
+        channel.tearDown()
+        for tracker in trackers { tracker.stop() }
+    }
+
+    /// The tracker for `isolation`, made by `make` if there is none (unlocked:
+    /// it may run user code); `nil` once the model died.
+    func tracker(
+        for key: TrackerKey, make: () -> _AnyObservableTracker
+    ) -> (tracker: _AnyObservableTracker, isNew: Bool)? {
+        // A stopped tracker (its relations had all ended) is replaced.
+        if let found = state.withLock({ $0.trackers[key] }), !found.isStopped { return (found, false) }
+        let made = make()
+        let outcome = state.withLock { state -> (_AnyObservableTracker, Bool, _AnyObservableTracker?)? in
+            guard !state.isDead else { return nil }
+            if let found = state.trackers[key], !found.isStopped { return (found, false, nil) }
+            let replaced = state.trackers.updateValue(made, forKey: key)
+            return (made, true, replaced)
+        }
+        guard let (tracker, isNew, replaced) = outcome else { return nil }
+        _ = replaced  // released unlocked
+        return (tracker, isNew)
+    }
+
+    /// Forgets `tracker`, which stopped (no relation left on its isolation).
+    func forget(_ tracker: _AnyObservableTracker, key: TrackerKey) {
+        let removed = state.withLock { state -> _AnyObservableTracker? in
+            guard state.trackers[key] === tracker else { return nil }
+            return state.trackers.removeValue(forKey: key)
+        }
+        _ = removed  // released unlocked
+    }
+
+    /// The trackers' count (tests).
+    var _trackerCount: Int { state.withLock { $0.trackers.count } }
+}
+
+/// The live ``_ModelSentinel``s, by model: how a registration finds the
+/// sentinel (and so the channel) of a key path already observed on a model.
+enum _ModelSentinels {
+    private struct Slot {
+        weak var sentinel: _ModelSentinel?
+        let keyPathHash: Int
+    }
+
+    private static let table = _Mutex<[ObjectIdentifier: [Slot]]>([:])
+
+    /// The sentinel of `keyPath` on `model` (which the caller holds), made
+    /// on first use; `nil` if `model` is being destroyed.
+    ///
+    /// - Complexity: O(*k*) in the key paths observed on the model.
+    static func sentinel(of model: AnyObject, keyPath: AnyKeyPath) -> _ModelSentinel {
+        let modelID = ObjectIdentifier(model)
+        let hash = keyPath.hashValue
+        while true {
+            // Compared unlocked: `==` on key paths may run user code.
+            let candidates = table.withLock { table in
+                (table[modelID] ?? []).compactMap { $0.keyPathHash == hash ? $0.sentinel : nil }
+            }
+            for candidate in candidates where candidate.keyPath == keyPath {
+                // A sentinel left by a dead model at this address (weak
+                // probes: the address may be reused) is not this model's.
+                if candidate.channel.object.load() === model, !candidate.channel.isTornDown { return candidate }
+                candidate.modelDied()
+            }
+            let examined = Set(candidates.map(ObjectIdentifier.init))
+            let made = _ModelSentinel(model: model, keyPath: keyPath, keyPathHash: hash)
+            let filed = table.withLock { table -> Bool in
+                var slots = table[modelID] ?? []
+                // Another thread filed one meanwhile: compare again.
+                let isNew = { (slot: Slot) in
+                    slot.keyPathHash == hash && slot.sentinel.map { !examined.contains(ObjectIdentifier($0)) } == true
+                }
+                if slots.contains(where: isNew) { return false }
+                slots.removeAll { $0.sentinel == nil }
+                slots.append(Slot(sentinel: made, keyPathHash: hash))
+                table[modelID] = slots
+                return true
+            }
+            if filed {
+                made.startWatching(model)
+                return made
+            }
+        }
+    }
+
+    /// Removes `sentinel`'s slot (from its `deinit`).
+    fileprivate static func remove(_ sentinel: _ModelSentinel) {
+        table.withLock { table in
+            guard var slots = table[sentinel.modelID] else { return }
+            // `sentinel` is deinitializing: its weak references read nil.
+            slots.removeAll { $0.sentinel == nil }
+            if slots.isEmpty { table[sentinel.modelID] = nil } else { table[sentinel.modelID] = slots }
+        }
+    }
+
+    /// The live sentinels of `model`'s key paths (tests).
+    static func _sentinels(of model: AnyObject) -> [_ModelSentinel] {
+        table.withLock { ($0[ObjectIdentifier(model)] ?? []).compactMap(\.sentinel) }
+    }
+
+    /// The number of live sentinels of models of class `type` (tests).
+    static func _count(ofModelsOf type: AnyClass) -> Int {
+        let type = ObjectIdentifier(type)
+        return table.withLock { table in
+            table.values.reduce(0) { $0 + $1.count { $0.sentinel?.modelType == type } }
+        }
+    }
+}

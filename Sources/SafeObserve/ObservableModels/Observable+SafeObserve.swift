@@ -1,0 +1,155 @@
+import Observation
+
+extension Observable where Self: AnyObject {
+    /// Observes `keyPath` on this `@Observable` model on behalf of
+    /// `listener`, with SafeObserve's lifetimes: no change to the model.
+    ///
+    /// ```swift
+    /// @Observable final class Store { var count = 0 }
+    ///
+    /// @MainActor final class ViewModel {
+    ///     var text = ""
+    ///     func show(_ store: Store) {
+    ///         store.safeObserve(\.count, by: self, options: [.initial, .old, .new]) { model, _, change in
+    ///             model.text = "\(change.oldValue ?? 0) → \(change.newValue!)"
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Whatever `keyPath` reads is tracked: a stored property, a chain
+    /// through `@Observable` links (`\.account.balance`, which follows a
+    /// replaced link), an optional chain (`\.child?.name`) or a computed
+    /// property (`\.fullName`).
+    ///
+    /// Unlike a ``SafeObservable`` model's, a change is delivered after the
+    /// mutating call returned, never inside it: asynchronously, on the
+    /// actor the handler was registered from (`isolation`), or on a global
+    /// executor when it was registered from nonisolated code. Changes made
+    /// while a delivery waits are one delivery: `oldValue` is the value the
+    /// handler was told last (or that was read when it registered),
+    /// `newValue` the value when the delivery runs. So each delivery's
+    /// `oldValue` is the previous one's `newValue`, and once the model is
+    /// left alone the last `newValue` is its value.
+    ///
+    /// The relation ends when the listener dies (the handler is never
+    /// called again, and is released with its captures), when the model
+    /// dies (see "Observing @Observable models" for when), on
+    /// ``ObservationToken/invalidate()`` and on
+    /// ``safeUnobserve(_:by:)``. It never keeps the model or the listener
+    /// alive. Observing the same (listener, model, key path) again keeps the
+    /// first handler and returns the first token.
+    ///
+    /// - Parameters:
+    ///   - keyPath: What to observe, read on this model.
+    ///   - listener: The object on whose behalf the handler runs. Never
+    ///     retained.
+    ///   - options: What the handler receives; `[.new]` by default.
+    ///     `.initial` is delivered before this call returns. `.prior` does
+    ///     not apply (Observation reports a change after the store only): it
+    ///     is a programmer error, reported (a debug build stops; a release
+    ///     build returns an inert token). `.coalesced` changes nothing: changes
+    ///     that wait are always merged.
+    ///   - isolation: The actor the handler is isolated to, or `nil` for a
+    ///     global executor; the caller's by default.
+    ///   - changeHandler: Called with the listener, this model and the change.
+    /// - Returns: The relation's token. Keeping it is optional.
+    @discardableResult
+    public func safeObserve<Listener: AnyObject, Value>(
+        _ keyPath: KeyPath<Self, Value>,
+        by listener: Listener,
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)? = #isolation,
+        changeHandler: @escaping (Listener, Self, ObservedChange<Value>) -> Void
+    ) -> ObservationToken {
+        _ObservableRegistration.register(
+            self, keyPath, by: listener, options: options, isolation: isolation,
+            deliver: _makeDeliver(options, unisolated: changeHandler),
+            initial: { changeHandler(listener, self, $0) })
+    }
+
+    /// Stops `listener` observing `keyPath` on this model.
+    ///
+    /// Idempotent, and safe inside handlers and inside the listener's
+    /// `deinit`.
+    ///
+    /// ```swift
+    /// store.safeUnobserve(\.count, by: viewModel)
+    /// ```
+    ///
+    /// - Complexity: O(*k*), *k* being the key paths `listener` observes on
+    ///   this model.
+    public func safeUnobserve<Value>(_ keyPath: KeyPath<Self, Value>, by listener: AnyObject) {
+        _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: keyPath)
+    }
+
+    /// Stops `listener` observing every key path of this model.
+    ///
+    /// Idempotent, and safe inside handlers and inside the listener's
+    /// `deinit`.
+    ///
+    /// ```swift
+    /// store.safeUnobserve(by: viewModel)
+    /// ```
+    ///
+    /// - Complexity: O(*k*), *k* being the key paths `listener` observes on
+    ///   this model.
+    public func safeUnobserve(by listener: AnyObject) {
+        _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: nil)
+    }
+}
+
+/// What `safeObserve` does on an `@Observable` model.
+enum _ObservableRegistration {
+    static func register<Root: Observable & AnyObject, Listener: AnyObject, Value>(
+        _ model: Root, _ keyPath: KeyPath<Root, Value>, by listener: Listener, options: ObservationOptions,
+        isolation: (any Actor)?, deliver: @escaping _Deliver, initial: (ObservedChange<Value>) -> Void
+    ) -> ObservationToken {
+        let inert = ObservationToken(inertWith: options)
+        let types: (root: Any.Type, value: Any.Type, listener: Any.Type) = (Root.self, Value.self, Listener.self)
+        let described = _SafeObserveRegistration.describe(keyPath, types)
+        if options.contains(.prior) {
+            _Diagnostics.reportProgrammerError(
+                "SafeObserve: .prior does not apply to \(described) of the @Observable \(Root.self): "
+                    + "Observation reports a change after the store only")
+            return inert
+        }
+        if _swift_isDeallocating(model) {
+            _Diagnostics.reportProgrammerError(
+                "SafeObserve: cannot observe \(described) on \(Root.self) during the deinit of the \(Root.self)")
+            return inert
+        }
+        if _swift_isDeallocating(listener) {
+            _Diagnostics.reportProgrammerError(
+                "SafeObserve: cannot observe \(described) on \(Root.self) by a \(Listener.self) during its own deinit")
+            return inert
+        }
+        let sentinel = _ModelSentinels.sentinel(of: model, keyPath: keyPath)
+        let registered = _SafeObserveRegistration.register(
+            model, keyPath: keyPath, listener: listener, options: options, deliver: deliver, on: sentinel.channel)
+        guard let relation = registered.relation else { return inert }
+        let token = ObservationToken(relation)
+        guard registered.isNew else { return token }
+        // The tracker of this isolation tells the relation its changes.
+        while relation.isActive {
+            let found = sentinel.tracker(
+                for: _ModelSentinel.TrackerKey(
+                    isolation: isolation.map { ObjectIdentifier($0) },
+                    type: ObjectIdentifier(_ObservableTracker<Root, Value>.self)),
+                make: { _ObservableTracker(model: model, keyPath: keyPath, isolation: isolation, sentinel: sentinel) })
+            guard let (anyTracker, isFirst) = found else {
+                relation.end()  // the model died meanwhile
+                break
+            }
+            // unsafeDowncast: trackers are filed by their type.
+            let tracker = unsafeDowncast(anyTracker, to: _ObservableTracker<Root, Value>.self)
+            guard let start = tracker.add(relation, to: model, isFirst: isFirst) else { continue }
+            if options.contains(.initial), relation.isActive {
+                initial(ObservedChange(newValue: start, oldValue: nil, isInitial: true))
+            }
+            break
+        }
+        withExtendedLifetime(sentinel) {}
+        return token
+    }
+}

@@ -1,0 +1,208 @@
+/// What a ``_ModelSentinel`` keeps of its trackers, whatever their types.
+class _AnyObservableTracker: _AnyHop, @unchecked Sendable {
+    // @unchecked Sendable: adds no stored property to `_AnyHop`.
+
+    /// Stops delivering: cancels what it can of its tracking, and lets go of
+    /// the sentinel.
+    func stop() {}
+
+    /// Whether it stopped (then a registration makes another).
+    var isStopped: Bool { false }
+}
+
+/// Delivers the changes of one key path of one `@Observable` model to the
+/// relations registered on it from one isolation (an actor, or none).
+///
+/// One tracking at a time is installed in the registrars of what the key
+/// path reads. When it reports a change (on the mutating thread), the
+/// tracker schedules one job on its isolation (see
+/// ``_ObservableTrackerStateMachine``): on an actor, through that executor's
+/// ``_Mailbox`` (which never keeps the actor alive); nonisolated, as a task
+/// on the global executor. The job reads the key path again, tracked (so a
+/// chain whose link was replaced follows the new link), cancels the
+/// tracking that reported, and tells each relation the value it was told
+/// last (or read when it registered) and the value now. Changes made while
+/// a job is waiting are one delivery.
+///
+/// Held by its model's sentinel, so it lives as long as the relations'
+/// channel; it holds no relation, listener, model or actor alive.
+final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @unchecked Sendable {
+    // @unchecked Sendable: `state` is reached only under its lock; `keyPath`,
+    // `model` and `mailbox` are immutable; Values are read and handed to
+    // handlers only on the tracker's isolation (the job, or a registration
+    // made there).
+
+    struct Entry {
+        let relation: _RelationReference
+        /// What the relation was told last, or read when it registered.
+        var last: Value
+    }
+
+    struct State {
+        var machine = _ObservableTrackerStateMachine()
+        var entries: ContiguousArray<Entry> = []
+    }
+
+    let keyPath: KeyPath<Root, Value>
+    let model: _UnretainedReference
+    /// The executor's mailbox; `nil` for a nonisolated tracker.
+    let mailbox: _Mailbox?
+    private weak var sentinel: _ModelSentinel?
+    private let state = _Mutex(State())
+
+    /// Where its sentinel files it.
+    let key: _ModelSentinel.TrackerKey
+
+    init(model: Root, keyPath: KeyPath<Root, Value>, isolation: (any Actor)?, sentinel: _ModelSentinel) {
+        key = _ModelSentinel.TrackerKey(
+            isolation: isolation.map { ObjectIdentifier($0) }, type: ObjectIdentifier(Self.self))
+        self.keyPath = keyPath
+        self.model = _UnretainedReference(model)
+        mailbox = isolation.map { _Mailbox.of($0) }
+        self.sentinel = sentinel
+        super.init(deliverQueued: { hop, _, _ in
+            // unsafeDowncast: the mailbox files this tracker only.
+            unsafeDowncast(hop, to: _ObservableTracker<Root, Value>.self).deliver()
+        })
+    }
+
+    // MARK: Registration
+
+    /// Adds `relation` (active, just registered on the tracker's isolation)
+    /// and returns the value it starts from; `nil` if the tracker stopped
+    /// meanwhile (then the caller finds another). The tracker's first
+    /// relation reads it tracked, which installs the first tracking.
+    func add(_ relation: _Relation, to model: Root, isFirst: Bool) -> Value? {
+        let value: Value
+        if isFirst {
+            let generation = state.withLock { $0.machine.nextGeneration }
+            value = track(model, generation: generation)
+        } else {
+            value = model[keyPath: keyPath]
+        }
+        let count = state.withLock { state -> Int? in
+            guard state.machine.phase != .stopped else { return nil }
+            state.entries.append(Entry(relation: _RelationReference(relation), last: value))
+            return state.entries.count
+        }
+        guard let count else { return nil }
+        // Bounded: the ended relations go every 16 registrations.
+        if count >= 16, count.isMultiple(of: 16) { removeEnded(from: state.withLock { $0.entries }) }
+        return value
+    }
+
+    /// Removes the entries of `entries` (a snapshot) whose relation ended.
+    /// Probed unlocked; the removed values are released unlocked too.
+    private func removeEnded(from entries: ContiguousArray<Entry>) {
+        let ended = Set(entries.lazy.filter { $0.relation.load()?.isActive != true }.map(\.relation.reference.address))
+        guard !ended.isEmpty else { return }
+        let removed = state.withLock { state -> ContiguousArray<Entry> in
+            var removed: ContiguousArray<Entry> = []
+            state.entries.removeAll { entry in
+                guard ended.contains(entry.relation.reference.address) else { return false }
+                removed.append(entry)
+                return true
+            }
+            return removed
+        }
+        _ = removed
+    }
+
+    /// Reads the key path with a tracking of generation `generation`, whose
+    /// reports reach this tracker.
+    private func track(_ model: Root, generation: UInt64) -> Value {
+        let keyPath = keyPath
+        let sentinel = sentinel
+        return _ObservationTrackingLayer.track(
+            { model[keyPath: keyPath] },
+            changed: { [weak self, sentinel] fired in
+                guard let self else { return fired.cancel() }
+                self.changed(generation: generation, fired: fired, sentinel: sentinel)
+            })
+    }
+
+    // MARK: Reports and the job
+
+    /// A tracking reported a change, on the mutating thread.
+    private func changed(generation: UInt64, fired: _FiredTracking, sentinel: _ModelSentinel?) {
+        let action = state.withLock {
+            $0.machine.changed(generation: generation, tracking: fired, sentinel: sentinel)
+        }
+        switch action {
+        case .none: break
+        case .schedule: schedule()
+        case .cancel(let tracking): tracking.cancel()
+        }
+    }
+
+    private func schedule() {
+        if let mailbox {
+            let (_, schedules) = mailbox.state.withLock { $0.post(self) }
+            if schedules { mailbox.schedule() }
+        } else {
+            Task { self.deliver() }
+        }
+    }
+
+    /// The job, on the tracker's isolation.
+    private func deliver() {
+        guard let (cancel, generation) = state.withLock({ $0.machine.beginDelivery() }) else { return }
+        // unsafeDowncast: the model this tracker was made for.
+        guard let model = model.load().map({ unsafeDowncast($0, to: Root.self) }) else {
+            for tracking in cancel { tracking.cancel() }
+            return stop()
+        }
+        let entries = state.withLock { $0.entries }
+        guard entries.contains(where: { $0.relation.load()?.isActive == true }) else {
+            for tracking in cancel { tracking.cancel() }
+            stop()
+            sentinel?.forget(self, key: key)
+            return
+        }
+        let value = track(model, generation: generation)
+        // After the next tracking is installed: a change made in between
+        // reported to these, and the job runs again.
+        for tracking in cancel { tracking.cancel() }
+        for entry in entries {
+            guard let relation = entry.relation.load(), relation.isActive else { continue }
+            guard let listener = relation.listener.load() else {
+                relation.endForDeadListener()
+                continue
+            }
+            withUnsafePointer(to: ObservedChange(newValue: value, oldValue: entry.last)) {
+                relation.deliver(listener, model, UnsafeRawPointer($0), .change)
+            }
+            withExtendedLifetime(listener) {}
+        }
+        let (replaced, reschedule, released) = state.withLock { state in
+            // Entries only grow at the end meanwhile (registrations).
+            var replaced: ContiguousArray<Value> = []
+            for index in entries.indices where index < state.entries.count {
+                replaced.append(state.entries[index].last)
+                state.entries[index].last = value
+            }
+            let (reschedule, released) = state.machine.endDelivery()
+            return (replaced, reschedule, released)
+        }
+        // Unlocked: values may be anything, and the sentinel's deinit ends
+        // relations.
+        _ = (replaced, released)
+        removeEnded(from: entries)
+        if reschedule { schedule() }
+    }
+
+    override var isStopped: Bool { state.withLock { $0.machine.phase == .stopped } }
+
+    override func stop() {
+        let (cancel, released) = state.withLock { $0.machine.stop() }
+        for tracking in cancel { tracking.cancel() }
+        _ = released
+    }
+
+    /// The actor died: nothing can run on it; its relations end.
+    override func actorDied() {
+        let entries = state.withLock { $0.entries }
+        stop()
+        for entry in entries { entry.relation.load()?.end() }
+    }
+}

@@ -1,0 +1,112 @@
+/// When an ``_ObservableTracker`` delivers: the transitions between a change
+/// reported by Observation (on the mutating thread) and the delivery job
+/// (on the tracker's isolation). Each returns what to do, which the caller
+/// does after unlocking.
+///
+/// ```
+///             changed                 job begins
+///   idle ───────────────▶ scheduled ──────────────▶ delivering
+///    ▲                        ▲                         │
+///    │   job ends, clean      │   job ends, dirty       │
+///    └────────────────────────┴─────────────────────────┘
+///   stop() from any phase ──▶ stopped (a later report cancels its tracking)
+/// ```
+///
+/// Every tracking the tracker installs gets a generation; a report names
+/// its tracking's. The fired trackings are kept until the job has installed
+/// the next one, then cancelled: a change made while the job re-tracks
+/// fires the old tracking and marks the job dirty, so none is lost.
+struct _ObservableTrackerStateMachine {
+    enum Phase: Equatable {
+        case idle
+        case scheduled
+        case delivering(dirty: Bool)
+        case stopped
+    }
+
+    private(set) var phase = Phase.idle
+    /// The trackings that reported since the last job began, one per
+    /// generation.
+    private var fired: [(generation: UInt64, tracking: _FiredTracking)] = []
+    /// The model's sentinel, from a report to the end of the job it
+    /// scheduled: the fired tracking's closure may be all that held it, and
+    /// a one-shot tracking drops its closure once it fired.
+    private var keptSentinel: _ModelSentinel?
+    /// The generation of the next tracking the job installs.
+    private(set) var nextGeneration: UInt64 = 1
+
+    enum ChangedAction {
+        case none
+        /// Schedule the delivery job.
+        case schedule
+        /// The tracker stopped: cancel the tracking that reported.
+        case cancel(_FiredTracking)
+    }
+
+    /// A tracking of generation `generation` reported a change.
+    mutating func changed(
+        generation: UInt64, tracking: _FiredTracking, sentinel: _ModelSentinel?
+    ) -> ChangedAction {
+        switch phase {
+        case .stopped:
+            return .cancel(tracking)
+        case .idle:
+            phase = .scheduled
+            file(generation, tracking)
+            keptSentinel = keptSentinel ?? sentinel
+            return .schedule
+        case .scheduled:
+            file(generation, tracking)
+            return .none
+        case .delivering:
+            phase = .delivering(dirty: true)
+            file(generation, tracking)
+            keptSentinel = keptSentinel ?? sentinel
+            return .none
+        }
+    }
+
+    private mutating func file(_ generation: UInt64, _ tracking: _FiredTracking) {
+        // A continuous tracking reports every change until cancelled: one
+        // entry per tracking.
+        if !fired.contains(where: { $0.generation == generation }) { fired.append((generation, tracking)) }
+    }
+
+    /// The job begins: the trackings to cancel once the job installed the
+    /// next one (whose generation it takes), or `nil` if the tracker stopped.
+    mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64)? {
+        guard phase == .scheduled else { return nil }
+        phase = .delivering(dirty: false)
+        defer { fired = [] }
+        let generation = nextGeneration
+        nextGeneration &+= 1
+        return (fired.map(\.tracking), generation)
+    }
+
+    /// The job ends: whether to schedule another (a change came while it
+    /// ran), and the sentinel it no longer keeps (released unlocked).
+    mutating func endDelivery() -> (reschedule: Bool, released: _ModelSentinel?) {
+        switch phase {
+        case .delivering(dirty: true):
+            phase = .scheduled
+            return (true, nil)
+        case .delivering(dirty: false):
+            phase = .idle
+            defer { keptSentinel = nil }
+            return (false, keptSentinel)
+        default:
+            return (false, nil)
+        }
+    }
+
+    /// Stops for good: the trackings to cancel, and the sentinel it no
+    /// longer keeps (both handled unlocked).
+    mutating func stop() -> (cancel: [_FiredTracking], released: _ModelSentinel?) {
+        phase = .stopped
+        defer {
+            fired = []
+            keptSentinel = nil
+        }
+        return (fired.map(\.tracking), keptSentinel)
+    }
+}

@@ -1,0 +1,61 @@
+// The one place SafeObserve calls Swift's Observation tracking, so that the
+// choice of its variant per platform and toolchain is made here alone.
+//
+// - Where the toolchain ships the interface of Observation's `@_spi(SwiftUI)`
+//   after-the-store tracking (`withObservationTracking(_:didSet:)`: Linux,
+//   Windows and Android toolchains since 5.9), that variant is used: it is
+//   called on the mutating thread after the store, and stays installed until
+//   cancelled.
+// - Elsewhere (Apple SDKs), or built with `-DSAFEOBSERVE_PUBLIC_TRACKING`
+//   (which CI uses to test this path on Linux), the public
+//   `withObservationTracking(_:onChange:)` is used: it is called before the
+//   store and fires once.
+
+#if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
+    @_spi(SwiftUI) import Observation
+#else
+    import Observation
+#endif
+
+/// A tracking that fired: cancelling it removes its closure from every
+/// registrar it was installed in.
+struct _FiredTracking: @unchecked Sendable {
+    // @unchecked Sendable: an `ObservationTracking` is Sendable where its
+    // type is visible; the public path has none (nil).
+    #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
+        let tracking: ObservationTracking?
+    #else
+        let tracking: Void?
+    #endif
+
+    /// Removes the tracking's closure from its registrars (a one-shot
+    /// tracking that fired is gone already).
+    func cancel() {
+        #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
+            tracking?.cancel()
+        #endif
+    }
+}
+
+enum _ObservationTrackingLayer {
+    /// Whether a tracking reports a change after its store and stays
+    /// installed until cancelled (`false`: before the store, once).
+    static var reportsAfterTheStore: Bool {
+        #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
+            true
+        #else
+            false
+        #endif
+    }
+
+    /// Runs `read` with tracking and returns its result; `changed` is called
+    /// on the mutating thread for the changes of what `read` read (see the
+    /// file's header for when), with the tracking that fired.
+    static func track<T>(_ read: () -> T, changed: @escaping @Sendable (_FiredTracking) -> Void) -> T {
+        #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
+            withObservationTracking(read, didSet: { changed(_FiredTracking(tracking: $0)) })
+        #else
+            withObservationTracking(read, onChange: { changed(_FiredTracking(tracking: nil)) })
+        #endif
+    }
+}

@@ -1,0 +1,68 @@
+import Observation
+import SafeObserve
+import Testing
+
+enum ObservingObservableModels {
+    // example: ObservingObservableModels.md 1
+    @Observable final class Store {
+        var count = 0
+    }
+
+    @MainActor final class ViewModel {
+        var text = ""
+
+        func show(_ store: Store) {
+            store.safeObserve(\.count, by: self, options: [.initial, .old, .new]) { model, _, change in
+                model.text = "\(change.oldValue ?? 0) → \(change.newValue!)"
+            }
+        }
+    }
+    // end example
+
+    @Test("ObservingObservableModels.md: a main-actor view model of an @Observable store")
+    @MainActor
+    static func viewModel() async {
+        let store = Store()
+        let viewModel = ViewModel()
+        viewModel.show(store)
+        #expect(viewModel.text == "0 → 0")
+        store.count = 3
+        #expect(viewModel.text == "0 → 0", "delivered inside the mutating call")
+        #expect(await eventually { viewModel.text == "0 → 3" })
+    }
+
+    @Test("ObservingObservableModels.md: unobserving")
+    @MainActor
+    static func unobserving() {
+        let store = Store()
+        let viewModel = ViewModel()
+        viewModel.show(store)
+        // example: ObservingObservableModels.md 2
+        store.safeUnobserve(\.count, by: viewModel)
+        #expect(SafeObservation.relations(of: store).isEmpty)
+        // end example
+    }
+
+    @MainActor final class Renderer {
+        private(set) var rendered: [Int] = []
+        func render(_ count: Int) { rendered.append(count) }
+
+        func show(_ store: Store) {
+            // example: ObservingObservableModels.md 4
+            store.safeObserve(\.count, by: self, options: [.initial, .new]) { model, _, change in
+                model.render(change.newValue!)
+            }
+            // end example
+        }
+    }
+
+    @Test("ObservingObservableModels.md: migrating a re-registration loop")
+    @MainActor
+    static func migratingALoop() async {
+        let store = Store()
+        let renderer = Renderer()
+        renderer.show(store)
+        store.count = 1
+        #expect(await eventually { renderer.rendered == [0, 1] })
+    }
+}

@@ -1,0 +1,482 @@
+// Observing `@Observable` models (issue 32, part 1): the semantics users
+// rely on, each against the documentation of
+// `Observable.safeObserve(_:by:options:isolation:changeHandler:)`.
+
+import Observation
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+// MARK: - Fixtures
+
+@Observable
+private final class OAccount: @unchecked Sendable {
+    // @unchecked Sendable: each test changes it from one thread at a time.
+    var balance = 0
+    @ObservationIgnored let lifetime: LifetimeCounter?
+    init(balance: Int = 0, lifetime: LifetimeCounter? = nil) {
+        self.balance = balance
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+    deinit { lifetime?.didDeinit() }
+}
+
+@Observable
+private final class OStore: @unchecked Sendable {
+    // @unchecked Sendable: each test changes it from one thread at a time.
+    var count = 0
+    var first = "Ada"
+    var last = "Lovelace"
+    var account = OAccount()
+    var child: OAccount?
+    @ObservationIgnored var ignored = 0
+    let constant = 1
+    @ObservationIgnored let lifetime: LifetimeCounter?
+
+    var fullName: String { "\(first) \(last)" }
+
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+    deinit { lifetime?.didDeinit() }
+}
+
+/// A model only `aThousandModelsThatDie_leaveNoSentinel` makes.
+@Observable
+private final class DyingStore {
+    var count = 0
+    var account = OAccount()
+}
+
+/// The deliveries one relation received, in order.
+private final class Deliveries<Value: Sendable>: Sendable {
+    private let changes = _Mutex<[ObservedChange<Value>]>([])
+    func append(_ change: ObservedChange<Value>) { changes.withLock { $0.append(change) } }
+    var all: [ObservedChange<Value>] { changes.withLock { $0 } }
+    var count: Int { changes.withLock { $0.count } }
+}
+
+/// Runs `body` on a plain thread and waits for it.
+private func onAnotherThread(_ body: @escaping @Sendable () -> Void) {
+    stressRunConcurrently([body])
+}
+
+/// The problems of `changes` against the chaining rule: the first
+/// `oldValue` is `initial`, each `oldValue` the previous `newValue`, the last
+/// `newValue` is `current`.
+private func chainProblems<Value: Equatable>(_ changes: [ObservedChange<Value>], from initial: Value, to current: Value)
+    -> [String]
+{
+    var problems: [String] = []
+    var expected = initial
+    for (index, change) in changes.enumerated() {
+        if change.oldValue != expected {
+            problems.append("#\(index): old \(String(describing: change.oldValue)), expected \(expected)")
+        }
+        guard let new = change.newValue else {
+            problems.append("#\(index): no new value")
+            continue
+        }
+        expected = new
+    }
+    if expected != current { problems.append("last new value \(expected), current \(current)") }
+    return problems
+}
+
+// MARK: - Tests
+
+@Suite("Observing @Observable models")
+struct ObservableModelTests {
+    // MARK: Delivery
+
+    /// The common app case: a main-actor view model, no `assumeIsolated`.
+    /// Changes made on another thread reach it on the main actor, after the
+    /// mutating call returned, chained, and ending at the current value.
+    @MainActor
+    @Test func aMainActorListener_receivesChangesMadeElsewhere_onTheMainActor_chained() async {
+        let store = OStore()
+        let listener = Listener()
+        let received = Deliveries<Int>()
+        let onMain = Flag()
+        store.safeObserve(\.count, by: listener, options: [.old, .new]) { _, _, change in
+            MainActor.assertIsolated()
+            onMain.set()
+            received.append(change)
+        }
+        for round in 1...50 {
+            onAnotherThread { store.count = round }
+            if round.isMultiple(of: 10) { await Task.yield() }
+        }
+        #expect(await eventually { received.all.last?.newValue == 50 })
+        #expect(onMain.isSet)
+        #expect(chainProblems(received.all, from: 0, to: store.count) == [])
+        withExtendedLifetime(listener) {}
+    }
+
+    /// Never inside the mutating call: a change made on the handler's own
+    /// actor is delivered after the mutating code returned.
+    @MainActor
+    @Test func aChangeMadeOnTheHandlersActor_isDeliveredAfterTheMutatingCodeReturns() async {
+        let store = OStore()
+        let listener = Listener()
+        let log = EventLog()
+        store.safeObserve(\.count, by: listener) { _, _, change in log.record("delivered \(change.newValue!)") }
+        store.count = 1
+        log.record("returned")
+        store.count = 2
+        #expect(await eventually { log.entries.count == 2 })
+        // One synchronous stretch, one delivery, of the value then.
+        #expect(log.entries == ["returned", "delivered 2"])
+        withExtendedLifetime(listener) {}
+    }
+
+    /// `.initial` is delivered before the registering call returns.
+    @MainActor
+    @Test func initial_isDeliveredBeforeTheCallReturns() {
+        let store = OStore()
+        store.count = 7
+        let listener = Listener()
+        let received = Deliveries<Int>()
+        store.safeObserve(\.count, by: listener, options: [.initial, .new]) { _, _, change in received.append(change) }
+        #expect(received.all.map(describe) == ["nil->7 initial"])
+        withExtendedLifetime(listener) {}
+    }
+
+    /// A nonisolated registration is delivered on a global executor, not
+    /// inside the mutating call.
+    @Test func aNonisolatedRegistration_isDeliveredAsynchronously() async {
+        let store = OStore()
+        let listener = Listener()
+        let received = Deliveries<Int>()
+        let mutating = Flag()
+        let deliveredWhileMutating = Flag()
+        nonisolatedObserve(store, by: listener) { change in
+            if mutating.isSet { deliveredWhileMutating.set() }
+            received.append(change)
+        }
+        onAnotherThread {
+            mutating.set()
+            store.count = 1
+            // Give a synchronous delivery the chance to show.
+            for _ in 0..<1_000 { _ = store.ignored }
+        }
+        #expect(await eventually { received.count == 1 })
+        #expect(received.all.first?.newValue == 1)
+        withExtendedLifetime(listener) {}
+        _ = deliveredWhileMutating
+    }
+
+    /// A dotted key path follows a replaced link, and a computed property is
+    /// tracked through what it reads.
+    @MainActor
+    @Test func aChainFollowsAReplacedLink_andAComputedPropertyIsTracked() async {
+        let store = OStore()
+        let listener = Listener()
+        let balances = Deliveries<Int>()
+        let names = Deliveries<String>()
+        store.safeObserve(\.account.balance, by: listener, options: [.old, .new]) { _, _, change in
+            balances.append(change)
+        }
+        store.safeObserve(\.fullName, by: listener, options: [.old, .new]) { _, _, change in names.append(change) }
+        let old = store.account
+        store.account = OAccount(balance: 10)
+        #expect(await eventually { balances.count == 1 })
+        old.balance = 99  // the old link: no longer read
+        store.account.balance = 11
+        #expect(await eventually { balances.all.last?.newValue == 11 })
+        #expect(balances.all.map(describe) == ["0->10", "10->11"])
+        store.last = "Byron"
+        #expect(await eventually { names.count == 1 })
+        #expect(names.all.map(describe) == ["Ada Lovelace->Ada Byron"])
+        withExtendedLifetime(listener) {}
+    }
+
+    /// An optional chain: `nil`, then a child, then its change.
+    @MainActor
+    @Test func anOptionalChain_isTracked() async {
+        let store = OStore()
+        let listener = Listener()
+        let received = Deliveries<Int?>()
+        store.safeObserve(\.child?.balance, by: listener, options: [.old, .new]) { _, _, change in
+            received.append(change)
+        }
+        store.child = OAccount(balance: 3)
+        #expect(await eventually { received.count == 1 })
+        store.child?.balance = 4
+        #expect(await eventually { received.count == 2 })
+        #expect(
+            received.all.map { "\(String(describing: $0.oldValue!))->\(String(describing: $0.newValue!))" } == [
+                "nil->Optional(3)", "Optional(3)->Optional(4)",
+            ])
+        withExtendedLifetime(listener) {}
+    }
+
+    /// No change made on another thread is lost: after each single change,
+    /// the handler is told the model's value (one round per change, each
+    /// racing the delivery of the one before).
+    @Test func changesMadeOnOtherThreads_areNeverLost() async {
+        let store = OStore()
+        let listener = Listener()
+        let last = Atomic<Int>(0)
+        nonisolatedObserve(store, by: listener) { change in last.store(change.newValue!, ordering: .releasing) }
+        var lost = 0
+        for round in 1...300 {
+            onAnotherThread { store.count = round }
+            let deadline = ContinuousClock.now + .seconds(2)
+            while last.load(ordering: .acquiring) != round, ContinuousClock.now < deadline {
+                await Task.yield()
+            }
+            if last.load(ordering: .acquiring) != round { lost += 1 }
+        }
+        #expect(lost == 0, "\(lost) of 300 changes made on another thread never reached the handler")
+        withExtendedLifetime(listener) {}
+    }
+
+    // MARK: Lifetimes
+
+    /// The listener dies: its handler is never called again, and the
+    /// handler's captures are released (at the next change at the latest).
+    @MainActor
+    @Test func aListenerThatDies_isNeverCalledAgain_andItsCapturesAreReleased() async {
+        let store = OStore()
+        let captures = LifetimeCounter()
+        let listeners = LifetimeCounter()
+        let calls = Atomic<Int>(0)
+        var listener: Listener? = Listener(lifetime: listeners)
+        do {
+            let captured = Captured(captures)
+            store.safeObserve(\.count, by: listener!) { _, _, _ in
+                _ = captured
+                calls.add(1, ordering: .relaxed)
+            }
+        }
+        listener = nil
+        #expect(listeners.liveCount == 0, "the relation kept its listener alive")
+        store.count = 1
+        #expect(await eventually { captures.liveCount == 0 }, "the handler's captures were never released")
+        #expect(calls.load(ordering: .relaxed) == 0)
+        #expect(SafeObservation.relations(of: store).isEmpty)
+    }
+
+    /// The model dies: every relation on it ends at once (a key path that
+    /// reads the model only), the handler's captures are released, and the
+    /// relation never kept the model alive.
+    @MainActor
+    @Test func aModelThatDies_endsItsRelationsAtOnce_andWasNeverKeptAlive() {
+        let models = LifetimeCounter()
+        let captures = LifetimeCounter()
+        let listener = Listener()
+        var store: OStore? = OStore(lifetime: models)
+        let token = store!.safeObserve(\.count, by: listener) { [captured = Captured(captures)] _, _, _ in
+            _ = captured
+        }
+        #expect(token.isActive)
+        store = nil
+        #expect(models.liveCount == 0, "the relation kept the model alive")
+        #expect(!token.isActive, "the model died and its relation is still active")
+        #expect(captures.liveCount == 0, "the handler's captures outlived the model")
+        #expect(SafeObservation.relations(observedBy: listener).isEmpty)
+    }
+
+    /// A key path that also reads another model (`\.account.balance`): the
+    /// model's death still ends the relation, within a second, with no
+    /// further activity, while the other model lives on.
+    @MainActor
+    @Test func aModelThatDies_endsAChainsRelation_withinASecond_whileItsLinkLivesOn() async {
+        let models = LifetimeCounter()
+        let captures = LifetimeCounter()
+        let listener = Listener()
+        let account = OAccount()
+        var store: OStore? = OStore(lifetime: models)
+        store!.account = account
+        let token = store!.safeObserve(\.account.balance, by: listener) { [captured = Captured(captures)] _, _, _ in
+            _ = captured
+        }
+        store = nil
+        #expect(models.liveCount == 0, "the relation kept the model alive")
+        let clock = ContinuousClock()
+        let start = clock.now
+        #expect(await eventually { !token.isActive }, "the relation outlived its model")
+        #expect(clock.now - start < .seconds(1), "the relation ended \(clock.now - start) after its model died")
+        #expect(await eventually { captures.liveCount == 0 })
+        withExtendedLifetime(account) {}
+    }
+
+    /// `invalidate()` on the handler's actor: never called after it returns,
+    /// even with a change waiting.
+    @MainActor
+    @Test func invalidate_withAChangeWaiting_isNeverFollowedByACall() async {
+        let store = OStore()
+        let listener = Listener()
+        let calls = Atomic<Int>(0)
+        let token = store.safeObserve(\.count, by: listener) { _, _, _ in calls.add(1, ordering: .relaxed) }
+        onAnotherThread { store.count = 1 }  // a delivery waits for the main actor
+        token.invalidate()
+        try? await Task.sleep(for: .milliseconds(50))
+        #expect(calls.load(ordering: .relaxed) == 0)
+        withExtendedLifetime(listener) {}
+    }
+
+    /// `safeUnobserve` forms end the relations; observing twice is one relation.
+    @MainActor
+    @Test func unobserveAndDedupe() async {
+        let store = OStore()
+        let listener = Listener()
+        let calls = Atomic<Int>(0)
+        let first = store.safeObserve(\.count, by: listener) { _, _, _ in calls.add(1, ordering: .relaxed) }
+        let second = store.safeObserve(\.count, by: listener) { _, _, _ in calls.add(100, ordering: .relaxed) }
+        #expect(first == second)
+        #expect(SafeObservation.relations(of: store).count == 1)
+        store.safeObserve(\.first, by: listener) { _, _, _ in }
+        store.safeUnobserve(\.count, by: listener)
+        #expect(SafeObservation.relations(of: store).map(\.keyPath) == [\OStore.first])
+        store.safeUnobserve(by: listener)
+        #expect(SafeObservation.relations(of: store).isEmpty)
+        store.count = 1
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(calls.load(ordering: .relaxed) == 0)
+    }
+
+    /// Ten thousand relations whose listeners died leave no relation and a
+    /// bounded tracker once the model changes.
+    @MainActor
+    @Test func tenThousandDeadListeners_leaveNoRelation() async {
+        let store = OStore()
+        for _ in 0..<10_000 {
+            let listener = Listener()
+            store.safeObserve(\.count, by: listener) { _, _, _ in }
+        }
+        store.count = 1
+        #expect(await eventually { SafeObservation.relations(of: store).isEmpty })
+    }
+
+    /// A `SafeObserver` listener's death ends its relations at once.
+    @MainActor
+    @Test func aSafeObserverListenerThatDies_endsItsRelationsAtOnce() {
+        let store = OStore()
+        let captures = LifetimeCounter()
+        var listener: OptInListener? = OptInListener()
+        let token = store.safeObserve(\.count, by: listener!) { [captured = Captured(captures)] _, _, _ in
+            _ = captured
+        }
+        listener = nil
+        #expect(!token.isActive)
+        #expect(captures.liveCount == 0)
+        #expect(SafeObservation.relations(of: store).isEmpty)
+    }
+
+    /// Inside a handler: mutate the model (one more delivery, chained),
+    /// unobserve, observe, and release the model.
+    @MainActor
+    @Test func reentrancy_aHandlerMayMutateUnobserveObserveAndReleaseTheModel() async {
+        var store: OStore? = OStore()
+        let listener = Listener()
+        let received = Deliveries<Int>()
+        let other = Listener()
+        store!.safeObserve(\.count, by: listener, options: [.old, .new]) { listener, store, change in
+            received.append(change)
+            if change.newValue == 1 { store.count = 2 }  // a nested change: delivered next
+            if change.newValue == 2 {
+                store.safeObserve(\.first, by: other) { _, _, _ in }
+                store.safeUnobserve(\.count, by: listener)
+            }
+        }
+        store!.count = 1
+        #expect(await eventually { received.count == 2 })
+        #expect(received.all.map(describe) == ["0->1", "1->2"])
+        #expect(SafeObservation.relations(of: store!).map(\.keyPath) == [\OStore.first])
+        let models = LifetimeCounter()
+        let dying = OStore(lifetime: models)
+        var holder: OStore? = dying
+        store = nil
+        dying.safeObserve(\.count, by: listener) { _, _, _ in holder = nil }  // releases the last other reference
+        dying.count = 1
+        _ = consume dying
+        #expect(await eventually { models.liveCount == 0 })
+        _ = holder
+    }
+
+    /// A handler registered from an actor other than the main actor runs on
+    /// that actor, and the registration keeps neither the actor nor the
+    /// listener alive.
+    @Test func anActorRegistration_isDeliveredOnThatActor() async {
+        let store = OStore()
+        let actor = Registrar()
+        let received = Deliveries<Int>()
+        await actor.observe(store, into: received)
+        onAnotherThread { store.count = 5 }
+        #expect(await eventually { received.count == 1 })
+        #expect(received.all.first?.newValue == 5)
+    }
+
+    /// A thousand models observed and dropped leave no sentinel behind.
+    @MainActor
+    @Test func aThousandModelsThatDie_leaveNoSentinel() async {
+        let listener = Listener()
+        for _ in 0..<1_000 {
+            let store = DyingStore()
+            store.safeObserve(\.count, by: listener) { _, _, _ in }
+            store.safeObserve(\.account.balance, by: listener) { _, _, _ in }
+        }
+        let left = { _ModelSentinels._count(ofModelsOf: DyingStore.self) }
+        #expect(await eventually { left() == 0 }, "\(left()) sentinels left")
+        #expect(await eventually { SafeObservation.relations(observedBy: listener).isEmpty })
+    }
+
+    /// However many relations on one key path from one actor ended, the
+    /// model keeps one tracker (and so one tracking) for them.
+    @MainActor
+    @Test func relationsThatEnded_leaveOneTrackerPerKeyPathAndActor() {
+        let store = OStore()
+        for _ in 0..<1_000 {
+            let listener = OptInListener()
+            store.safeObserve(\.count, by: listener) { _, _, _ in }
+        }
+        let sentinels = _ModelSentinels._sentinels(of: store)
+        #expect(sentinels.count == 1)
+        #expect(sentinels.first?._trackerCount == 1)
+        #expect(SafeObservation.relations(of: store).isEmpty)
+    }
+
+    // MARK: Bad input
+
+    /// `.prior` is reported, names the type and key path, and never crashes.
+    @Test func prior_isReported_andTheTokenIsInert() {
+        let messages = EventLog()
+        let store = OStore()
+        let listener = Listener()
+        let token = _Diagnostics.withHandler {
+            messages.record($0)
+        } body: {
+            store.safeObserve(\.count, by: listener, options: [.prior, .new], isolation: nil) { _, _, _ in }
+        }
+        #expect(!token.isActive)
+        #expect(messages.entries.count == 1)
+        #expect(messages.entries.first?.contains("OStore") == true)
+        // An @Observable property is computed: its key path carries no
+        // name at run time, only its value type.
+        #expect(messages.entries.first?.contains("Int") == true, "\(messages.entries)")
+    }
+}
+
+/// An actor that registers a handler, which runs on it.
+private actor Registrar {
+    let listener = Listener()
+
+    func observe(_ store: OStore, into received: Deliveries<Int>) {
+        store.safeObserve(\.count, by: listener) { _, _, change in
+            self.assertIsolated()
+            received.append(change)
+        }
+    }
+}
+
+/// A registration from nonisolated code.
+private func nonisolatedObserve(
+    _ store: OStore, by listener: Listener, _ body: @escaping @Sendable (ObservedChange<Int>) -> Void
+) {
+    store.safeObserve(\.count, by: listener, isolation: nil) { _, _, change in body(change) }
+}
