@@ -134,12 +134,20 @@ final class _Mailbox: @unchecked Sendable {
         }
     }
 
+    /// How many changes queued after a main-actor or custom-executor job
+    /// started it may still deliver. A change made elsewhere right after the
+    /// previous one was delivered (a producer that waits for each delivery)
+    /// is then delivered by the same job, not one job per change; and the
+    /// job still ends after bounded work, whatever the producers do.
+    static let lateArrivals: UInt64 = 64
+
     /// The main actor's job, and a custom executor's: delivers the entries
-    /// queued when it started, then, if more were queued meanwhile, schedules
-    /// another job for them behind the executor's other work. So changes made
-    /// elsewhere faster than the executor delivers them never hold it.
+    /// queued when it started and at most ``lateArrivals`` more, then, if
+    /// more were queued meanwhile, schedules another job for them behind the
+    /// executor's other work. So changes made elsewhere faster than the
+    /// executor delivers them never hold it.
     func deliverBatch() {
-        let bound = state.withLock { $0.nextTicket }
+        let bound = state.withLock { $0.nextTicket } &+ Self.lateArrivals
         if deliver(before: bound) { schedule() }
     }
 
