@@ -43,7 +43,7 @@ final class _Mailbox: @unchecked Sendable {
     /// still queued (``_Hop/deliverQueuedFirst()``).
     // nonisolated(unsafe): touched only on the executor, by the job and the
     // handlers it calls (one job at a time).
-    @usableFromInline nonisolated(unsafe) var batch: _Batch?
+    @exclusivity(unchecked) @usableFromInline nonisolated(unsafe) var batch: _Batch?
 
     @usableFromInline
     struct _Batch {
