@@ -29,8 +29,9 @@ extension SafeObservation {
     /// - Parameter roots: The objects whose relations to describe (as
     ///   listener or observed object); every live relation when `nil`.
     /// - Returns: A `digraph` in the DOT language.
-    /// - Complexity: O(*n* log *n*) in the relations described, plus, with no
-    ///   roots, the observed properties of the process.
+    /// - Complexity: O(*n* log *n*) in the relations described, plus the
+    ///   notification relations of every live hub (visited whatever the
+    ///   roots), plus, with no roots, the observed properties of the process.
     public static func graph(of roots: [AnyObject]? = nil) -> String {
         var edges: [_GraphEdge] = []
         let rootIDs = roots.map { Set($0.map(ObjectIdentifier.init)) }

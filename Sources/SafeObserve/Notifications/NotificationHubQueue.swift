@@ -145,6 +145,9 @@ extension NotificationHub {
         /// ```
         public var count: Int { state.withLock { $0.count } }
 
+        /// How many tasks wait in ``waitUntilPosted()`` (tests).
+        var _waiterCount: Int { state.withLock { $0.waiters.count } }
+
         /// Enqueues a notification, to be posted as `postingStyle` says,
         /// merged with the queued notifications `coalescing` matches.
         ///

@@ -590,6 +590,9 @@ extension NotificationHub.Queue {
 
         var isEmpty: Bool { continuations.isEmpty }
 
+        /// The tasks waiting (tests).
+        var count: Int { continuations.count }
+
         mutating func append(_ id: UInt64, target: Marks, _ continuation: CheckedContinuation<Void, Never>) {
             order.append((id, target))
             continuations[id] = continuation

@@ -9,6 +9,7 @@ import Testing
 extension NotificationName where Payload == Int {
     fileprivate static let scaled = NotificationName("NotificationHubScalingTests.scaled")
     fileprivate static let crowded = NotificationName("NotificationHubScalingTests.crowded")
+    fileprivate static let other = NotificationName("NotificationHubScalingTests.other")
 }
 
 /// A plain class (not a `SafeObserver`): a sender or a listener.
@@ -149,5 +150,335 @@ struct NotificationHubScalingTests {
             "a new hub observing one name holds \(slots) name slots after 20,000 names were created"
         )
         withExtendedLifetime(listener) {}
+    }
+
+    /// Observers of other names (each a channel of its own), of other
+    /// senders, of every name, and other listeners of `name` itself:
+    /// `count` of each kind on `hub`.
+    private struct LiveObservers {
+        let listeners: [Plain]
+        let senders: [Plain]
+        let subscriptions: [NotificationSubscription]
+
+        init(_ count: Int, on hub: NotificationHub, of name: NotificationName<Int>, offset: Int = 0) {
+            listeners = (0..<count).map { _ in Plain() }
+            senders = (0..<count).map { _ in Plain() }
+            let names = (offset..<(offset + count)).map {
+                NotificationName<Int>("NotificationHubScalingTests.live.\($0)")
+            }
+            for ((listener, sender), other) in zip(zip(listeners, senders), names) {
+                hub.observe(other, by: listener, isolation: nil) { _, _ in }
+                hub.observe(name, from: sender, by: listener, isolation: nil) { _, _ in }
+                hub.observe(name, by: listener, isolation: nil) { _, _ in }
+            }
+            subscriptions = (0..<count).map { _ in hub.subscribeEvery(isolation: nil) { _ in } }
+        }
+    }
+
+    /// `observe` (both forms), `observeEvery` and `subscribeEvery`
+    /// (amortized O(1) expected): registering, and ending what was
+    /// registered, costs what it costs on a quiet hub with 10,000 live
+    /// observers of other names, of other senders, of every name and of the
+    /// same name (40,000 relations).
+    @Test func registration_doesNotScaleWithTheHubsLiveObservers() {
+        let hub = NotificationHub()
+        let listeners = (0..<50).map { _ in Plain() }
+        let sender = Plain()
+        /// 50 × (observe a name, a name from a sender, every name, subscribe
+        /// to every name, then end the four).
+        func registrations() -> Duration {
+            fastest(of: 5) {
+                for listener in listeners {
+                    let tokens = [
+                        hub.observe(.scaled, by: listener, isolation: nil) { _, _ in },
+                        hub.observe(.scaled, from: sender, by: listener, isolation: nil) { _, _ in },
+                        hub.observeEvery(by: listener, isolation: nil) { _, _ in },
+                    ]
+                    let subscription = hub.subscribeEvery(isolation: nil) { _ in }
+                    for token in tokens { token.invalidate() }
+                    subscription.cancel()
+                }
+            }
+        }
+        let few = LiveObservers(8, on: hub, of: .scaled)
+        let early = registrations()
+        let many = LiveObservers(10_000, on: hub, of: .scaled, offset: 8)
+        let late = registrations()
+        let ratio = late / early
+        #expect(
+            ratio < 4,
+            "registration with 10,000 live observers of each kind costs \(ratio)× what it costs with 8 (\(describe(early)) → \(describe(late)) per 50)"
+        )
+        withExtendedLifetime((listeners, sender, few, many)) {}
+    }
+
+    /// `post` (O(1) expected to find the observers): a post from a sender,
+    /// and one from none, reaching two observers, costs what it costs with
+    /// 10,000 live observers of other names, of other senders and of every
+    /// name's other senders (the notification's own observers are the
+    /// same on both sides).
+    @Test func post_findsItsObserversByLookUp_whateverOtherObserversExist() {
+        let hub = NotificationHub()
+        let listener = Plain()
+        let sender = Plain()
+        hub.observe(.scaled, by: listener, isolation: nil) { _, _ in }
+        hub.observe(.scaled, from: sender, by: listener, isolation: nil) { _, _ in }
+        /// 500 posts from the sender and 500 from none.
+        func posts() -> Duration {
+            fastest(of: 5) {
+                for payload in 0..<500 {
+                    hub.post(.scaled, payload: payload, from: sender)
+                    hub.post(.scaled, payload: payload)
+                }
+            }
+        }
+        /// Observers of other names, of `.other` from other senders, and of
+        /// every name from other senders.
+        func crowd(_ count: Int, offset: Int) -> [Plain] {
+            let crowd = (0..<count).map { _ in Plain() }
+            for (index, other) in crowd.enumerated() {
+                hub.observe(
+                    NotificationName<Int>("NotificationHubScalingTests.post.\(offset + index)"), by: other,
+                    isolation: nil
+                ) { _, _ in }
+                hub.observe(.other, from: other, by: other, isolation: nil) { _, _ in }
+                hub.observeEvery(from: other, by: other, isolation: nil) { _, _ in }
+            }
+            return crowd
+        }
+        let few = crowd(8, offset: 0)
+        let early = posts()
+        let many = crowd(10_000, offset: 8)
+        let late = posts()
+        let ratio = late / early
+        #expect(
+            ratio < 4,
+            "a post with 10,000 other observers of each kind costs \(ratio)× what it costs with 8 (\(describe(early)) → \(describe(late)) per 1,000)"
+        )
+        withExtendedLifetime((listener, sender, few, many)) {}
+    }
+
+    /// `post` (O(1) per observer called): each observer costs at 20,000
+    /// what it costs at 200.
+    @Test func post_costsTheSamePerObserver_with20000AsWith200() {
+        /// `posts` posts to `count` observers of the name.
+        func posting(_ posts: Int, to count: Int) -> Duration {
+            let hub = NotificationHub()
+            let listeners = (0..<count).map { _ in Plain() }
+            for listener in listeners { hub.observe(.scaled, by: listener, isolation: nil) { _, _ in } }
+            let duration = fastest(of: 5) {
+                for payload in 0..<posts { hub.post(.scaled, payload: payload) }
+            }
+            withExtendedLifetime(listeners) {}
+            return duration
+        }
+        // 20,000 deliveries on each side.
+        let early = posting(100, to: 200)
+        let late = posting(1, to: 20_000)
+        let ratio = late / early
+        #expect(
+            ratio < 4,
+            "a post costs \(ratio)× per observer with 20,000 what it costs with 200 (\(describe(early)) → \(describe(late)) per 20,000 deliveries)"
+        )
+    }
+
+    /// `unobserve(_:from:by:)` with a sender (O(*k*) expected, *k* the
+    /// listener's relations on that channel): a listener that observes
+    /// 20,000 other senders removes one as fast as a listener of one.
+    @Test func unobserveANameFromASender_doesNotScaleWithTheListenersOtherRelations() {
+        let hub = NotificationHub()
+        let sender = Plain()
+        /// 50 × (observe a name from the sender, then unobserve it) by `listener`.
+        func observeAndUnobserve(by listener: Plain) -> Duration {
+            fastest(of: 5) {
+                for _ in 0..<50 {
+                    hub.observe(.scaled, from: sender, by: listener, isolation: nil) { _, _ in }
+                    hub.unobserve(.scaled, from: sender, by: listener)
+                }
+            }
+        }
+        let alone = Plain()
+        let early = observeAndUnobserve(by: alone)
+        let busy = Plain()
+        let others = (0..<20_000).map { _ in Plain() }
+        for other in others { hub.observe(.scaled, from: other, by: busy, isolation: nil) { _, _ in } }
+        let late = observeAndUnobserve(by: busy)
+        let ratio = late / early
+        #expect(
+            ratio < 4,
+            "unobserve(_:from:by:) by a listener of 20,000 other senders costs \(ratio)× what it costs for a listener of none (\(describe(early)) → \(describe(late)) per 50)"
+        )
+        withExtendedLifetime((alone, busy, others, sender)) {}
+    }
+
+    /// `unobserve(_:by:)` without a sender and `unobserve(from:by:)`
+    /// (O(*n*) in the listener's relations): they visit the listener's
+    /// relations, not the hub's other channels and listeners.
+    @Test func unobserveANameOrASender_doesNotScaleWithTheHubsOtherObservers() {
+        let hub = NotificationHub()
+        let sender = Plain()
+        let listener = Plain()
+        /// 50 × (observe a name from the sender; unobserve the name; observe
+        /// again; unobserve the sender).
+        func observeAndUnobserve() -> Duration {
+            fastest(of: 5) {
+                for _ in 0..<50 {
+                    hub.observe(.scaled, from: sender, by: listener, isolation: nil) { _, _ in }
+                    hub.unobserve(.scaled, by: listener)
+                    hub.observe(.scaled, from: sender, by: listener, isolation: nil) { _, _ in }
+                    hub.unobserve(from: sender, by: listener)
+                }
+            }
+        }
+        let few = LiveObservers(8, on: hub, of: .scaled, offset: 40_000)
+        let early = observeAndUnobserve()
+        let many = LiveObservers(10_000, on: hub, of: .scaled, offset: 40_008)
+        let late = observeAndUnobserve()
+        let ratio = late / early
+        #expect(
+            ratio < 4,
+            "unobserving a name or a sender with 10,000 other observers of each kind costs \(ratio)× what it costs with 8 (\(describe(early)) → \(describe(late)) per 50)"
+        )
+        withExtendedLifetime((sender, listener, few, many)) {}
+    }
+
+    /// `relations()` (O(*c* + *n* log *n*) in the hub's channels and their
+    /// relations) and `relations(observedBy:)` (O(*n* log *n*) in the
+    /// listener's relations): the relations of other hubs, and, for the
+    /// listener's, of the hub's other listeners, change nothing.
+    @Test func listingAHubsRelations_doesNotScaleWithOtherHubsOrListeners() {
+        let hub = NotificationHub()
+        let listener = Plain()
+        let senders = (0..<4).map { _ in Plain() }
+        for sender in senders {
+            hub.observe(.scaled, by: listener, isolation: nil) { _, _ in }
+            hub.observe(.scaled, from: sender, by: listener, isolation: nil) { _, _ in }
+        }
+        /// 200 × the hub's relations.
+        func hubListing() -> Duration { fastest(of: 9) { for _ in 0..<200 { _ = hub.relations() } } }
+        /// 200 × the listener's.
+        func listenerListing() -> Duration {
+            fastest(of: 9) { for _ in 0..<200 { _ = hub.relations(observedBy: listener) } }
+        }
+        let early = (hub: hubListing(), listener: listenerListing())
+        let otherHub = NotificationHub()
+        let elsewhere = LiveObservers(10_000, on: otherHub, of: .scaled)
+        let afterOtherHubs = (hub: hubListing(), listener: listenerListing())
+        #expect(hub.relations().count == 5, "the hub has the listener's channel and four sender channels")
+        let otherListeners = (0..<20_000).map { _ in Plain() }
+        for other in otherListeners { hub.observe(.other, by: other, isolation: nil) { _, _ in } }
+        let afterOtherListeners = listenerListing()
+        for (label, early, late) in [
+            ("relations() with 40,000 relations on another hub", early.hub, afterOtherHubs.hub),
+            ("relations(observedBy:) with 40,000 relations on another hub", early.listener, afterOtherHubs.listener),
+            ("relations(observedBy:) with 20,000 other listeners on the hub", early.listener, afterOtherListeners),
+        ] {
+            let ratio = late / early
+            #expect(
+                ratio < 4,
+                "\(label) costs \(ratio)× what it costs without (\(describe(early)) → \(describe(late)) per 200)")
+        }
+        withExtendedLifetime((senders, otherHub, elsewhere, otherListeners)) {}
+    }
+
+    /// `relations()` and `relations(observedBy:)` are O(*n* log *n*): each
+    /// relation listed costs at 20,000 within a small factor (a log's) of
+    /// what it costs at 200.
+    @Test func listingAHubsRelations_costsAboutTheSamePerRelation_with20000AsWith200() {
+        /// `times` × the relations of a hub where one listener observes
+        /// `count` senders (`count` sender channels), and `times` × that
+        /// listener's.
+        func listings(_ times: Int, of count: Int) -> (hub: Duration, listener: Duration) {
+            let hub = NotificationHub()
+            let listener = Plain()
+            let senders = (0..<count).map { _ in Plain() }
+            for sender in senders { hub.observe(.scaled, from: sender, by: listener, isolation: nil) { _, _ in } }
+            let durations = (
+                fastest(of: 5) { for _ in 0..<times { _ = hub.relations() } },
+                fastest(of: 5) { for _ in 0..<times { _ = hub.relations(observedBy: listener) } }
+            )
+            withExtendedLifetime((listener, senders)) {}
+            return durations
+        }
+        // 20,000 relations listed on each side.
+        let early = listings(100, of: 200)
+        let late = listings(1, of: 20_000)
+        for (label, early, late) in [
+            ("relations()", early.hub, late.hub), ("relations(observedBy:)", early.listener, late.listener),
+        ] {
+            let ratio = late / early
+            #expect(
+                ratio < 4,
+                "\(label) costs \(ratio)× per relation with 20,000 what it costs with 200 (\(describe(early)) → \(describe(late)) per 20,000 listed)"
+            )
+        }
+    }
+
+    /// `NotificationName.init` (O(*n*) in the raw value's length, once per
+    /// name value): a new name costs what it costs however many names the
+    /// process made before. In a process of its own, whose first names
+    /// these are (the suites running in parallel make thousands).
+    @Test func aNewName_doesNotScaleWithTheNamesMadeBefore() async {
+        let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+            var made = 0
+            /// Raw values never used before, 200 per run.
+            func newRawValues() -> [[String]] {
+                (0..<5).map { _ in
+                    (0..<200).map { _ in
+                        made += 1
+                        return "NotificationHubScalingTests.new.\(made)"
+                    }
+                }
+            }
+            func making(_ batches: [[String]]) -> Duration {
+                var batches = batches
+                return fastest(of: 5) {
+                    for rawValue in batches.removeLast() { _ = NotificationName<Int>(rawValue) }
+                }
+            }
+            let early = making(newRawValues())
+            for _ in 0..<20_000 {
+                made += 1
+                _ = NotificationName<Int>("NotificationHubScalingTests.new.\(made)")
+            }
+            let late = making(newRawValues())
+            let ratio = late / early
+            expectInChild(
+                ratio < 4,
+                "a new name after 20,000 others costs \(ratio)× what it cost before them (\(describe(early)) → \(describe(late)) per 200)"
+            )
+        }
+        #expect(result.map { String(decoding: $0.standardOutputContent, as: UTF8.self) } == "")
+    }
+
+    /// `NotificationName.init` is O(*n*) in the raw value's length: each
+    /// character of a 10,000-character name costs what one of a
+    /// 100-character name costs.
+    @Test func aNewName_costsTheSamePerCharacter_with10000AsWith100() {
+        var made = 0
+        /// Raw values of `length` characters never used before, `count` per run.
+        func rawValues(_ count: Int, of length: Int) -> [[String]] {
+            (0..<5).map { _ in
+                (0..<count).map { _ in
+                    made += 1
+                    let prefix = "NotificationHubScalingTests.long.\(made)."
+                    return prefix + String(repeating: "x", count: length - prefix.count)
+                }
+            }
+        }
+        func making(_ batches: [[String]]) -> Duration {
+            var batches = batches
+            return fastest(of: 5) {
+                for rawValue in batches.removeLast() { _ = NotificationName<Int>(rawValue) }
+            }
+        }
+        // 100,000 characters on each side.
+        let early = making(rawValues(1_000, of: 100))
+        let late = making(rawValues(10, of: 10_000))
+        let ratio = late / early
+        #expect(
+            ratio < 4,
+            "a name costs \(ratio)× per character with 10,000 what it costs with 100 (\(describe(early)) → \(describe(late)) per 100,000 characters)"
+        )
     }
 }

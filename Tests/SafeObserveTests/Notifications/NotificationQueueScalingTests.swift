@@ -21,7 +21,9 @@ private actor QueueHost {
 
 private final class Sink: Sendable {}
 
-@Suite("Notification queue: cost per notification", .serialized)
+@Suite(
+    "Notification queue: cost per notification", .serialized,
+    .disabled(if: StressConfig.isSanitized, "a sanitizer's own costs would be measured, not the queue's"))
 struct NotificationQueueScalingTests {
     @Test func enqueueWithoutCoalescing_doesNotScaleWithThePendingNotifications() async {
         let hub = NotificationHub()
@@ -132,6 +134,154 @@ struct NotificationQueueScalingTests {
         #expect(
             ratio < 4,
             "a post with 16,000 pending costs \(ratio)× what it costs with < 1,000 (median \(describe(late)) → \(describe(early)))"
+        )
+        withExtendedLifetime((queue, sink)) {}
+    }
+
+    /// `dequeue` (amortized O(1) plus the queued notifications it removes,
+    /// whatever else is queued): removing one notification, by every
+    /// coalescing mask, and removing none, cost with 16,000 others pending
+    /// what they cost with 500.
+    @Test func dequeue_costsTheMatches_notThePendingNotifications() {
+        let hub = NotificationHub()
+        let host = ExecutorActor()
+        host.executor.hold()  // the queue's jobs wait: everything stays queued
+        defer { host.executor.release() }
+        let queue = NotificationHub.Queue(hub: hub, actor: host)
+        let senders = (0..<16_000).map { _ in Sink() }
+        let lone = Sink()
+        let masks: [(String, NotificationHub.Queue.Coalescing)] = [
+            ("on name and sender", [.onName, .onSender]), ("on name", .onName), ("on sender", .onSender),
+        ]
+        /// 100 × (enqueue one, dequeue it) for each mask, and 100 dequeues
+        /// that match nothing.
+        func dequeues() -> [Duration] {
+            masks.map { _, coalescing in
+                fastest(of: 5) {
+                    for payload in 0..<100 {
+                        queue.enqueue(.measured, payload: payload, from: lone, postingStyle: .asap, coalescing: [])
+                        queue.dequeue(.measured, from: lone, coalescing: coalescing)
+                    }
+                }
+            } + [fastest(of: 5) { for _ in 0..<100 { queue.dequeue(.measured, from: lone) } }]
+        }
+        /// Pending notifications from `senders`, half of them `whenIdle`.
+        func enqueuePending(_ senders: ArraySlice<Sink>) {
+            for (index, sender) in zip(senders.indices, senders) {
+                queue.enqueue(
+                    .pending, payload: index, from: sender, postingStyle: index.isMultiple(of: 2) ? .asap : .whenIdle,
+                    coalescing: [])
+            }
+        }
+        enqueuePending(senders[..<500])
+        let early = dequeues()
+        enqueuePending(senders[500...])
+        let late = dequeues()
+        #expect(queue.count == 16_000, "the dequeues removed every `.measured` one, and only those")
+        for (label, (early, late)) in zip(masks.map(\.0) + ["matching nothing"], zip(early, late)) {
+            let ratio = late / early
+            #expect(
+                ratio < 4,
+                "dequeue \(label) with 16,000 pending costs \(ratio)× what it costs with 500 (\(describe(early)) → \(describe(late)) per 100)"
+            )
+        }
+        queue.dequeue(.pending, coalescing: .onName)
+        withExtendedLifetime((senders, lone)) {}
+    }
+
+    /// `waitUntilPosted()` (O(1) amortized, plus the wait): a waiter starts
+    /// waiting, and stops when its task is cancelled, at the cost it has
+    /// with 8 notifications pending and 8 other waiters, with 16,000
+    /// pending and 5,000 other waiters.
+    @Test func waitUntilPosted_doesNotScaleWithThePendingNotificationsOrWaiters() async {
+        let hub = NotificationHub()
+        let host = ExecutorActor()
+        host.executor.hold()  // the queue's jobs wait: everything stays queued, every waiter waits
+        let queue = NotificationHub.Queue(hub: hub, actor: host)
+        /// Starts `count` waiters; returns once they all wait (or, if they
+        /// never do, once the deadline passed).
+        func startWaiters(_ count: Int) async -> [Task<Void, Never>] {
+            let before = queue._waiterCount
+            let tasks = (0..<count).map { _ in Task { await queue.waitUntilPosted() } }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while queue._waiterCount < before + count, ContinuousClock.now < deadline { await Task.yield() }
+            return tasks
+        }
+        /// The fastest of 5 runs of 100 waiters that start waiting, then
+        /// are cancelled.
+        func waiters() async -> Duration {
+            var best = Duration.seconds(1_000_000)
+            for _ in 0..<5 {
+                let start = ContinuousClock.now
+                let tasks = await startWaiters(100)
+                for task in tasks { task.cancel() }
+                for task in tasks { await task.value }
+                best = min(best, ContinuousClock.now - start)
+            }
+            return best
+        }
+        for payload in 0..<8 { queue.enqueue(.pending, payload: payload, postingStyle: .asap, coalescing: []) }
+        let few = await startWaiters(8)
+        let early = await waiters()
+        for payload in 0..<16_000 {
+            queue.enqueue(.pending, payload: payload, postingStyle: .whenIdle, coalescing: [])
+        }
+        let many = await startWaiters(5_000)
+        #expect(queue._waiterCount == 5_008, "every waiter waits")
+        let late = await waiters()
+        let ratio = late / early
+        #expect(
+            ratio < 4,
+            "100 waiters with 16,000 pending and 5,000 waiting cost \(ratio)× what they cost with 8 of each (\(describe(early)) → \(describe(late)))"
+        )
+        for task in few + many { task.cancel() }
+        for task in few + many { await task.value }
+        queue.dequeue(.pending, coalescing: .onName)
+        host.executor.release()
+    }
+
+    /// `waitUntilPosted()` is O(1) amortized: the tasks waiting cost the
+    /// queue's posts nothing each. A post with 10,000 waiters waiting for
+    /// it costs what one with none costs.
+    @Test func waiters_doNotSlowThePosts() async {
+        let hub = NotificationHub()
+        let host = ExecutorActor()
+        host.executor.hold()
+        let queue = NotificationHub.Queue(hub: hub, actor: host)
+        let half = 8_000
+        let stamps = Mutex<[ContinuousClock.Instant]>([])
+        stamps.withLock { $0.reserveCapacity(2 * half) }
+        let sink = Sink()
+        hub.observe(.pending, by: sink, isolation: nil) { _, _ in
+            let now = ContinuousClock.now
+            stamps.withLock { $0.append(now) }
+        }
+        for payload in 0..<half { queue.enqueue(.pending, payload: payload, postingStyle: .asap, coalescing: []) }
+        // Waiting for the first half; the second half is posted with no waiter.
+        let waiters = (0..<10_000).map { _ in Task { await queue.waitUntilPosted() } }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while queue._waiterCount < waiters.count, ContinuousClock.now < deadline { await Task.yield() }
+        #expect(queue._waiterCount == waiters.count, "every waiter waits")
+        for payload in half..<(2 * half) {
+            queue.enqueue(.pending, payload: payload, postingStyle: .asap, coalescing: [])
+        }
+        host.executor.release()
+        for waiter in waiters { await waiter.value }
+        let delivered = await eventually { stamps.withLock { $0.count } == 2 * half }
+        #expect(delivered, "the queue did not deliver \(2 * half) notifications within the deadline")
+        guard delivered else { return }
+        let times = stamps.withLock { $0 }
+        /// The median time between two posts in `window` (robust to a
+        /// preempted post, and to the one that resumes every waiter).
+        func medianInterval(_ window: Range<Int>) -> Duration {
+            window.dropFirst().map { times[$0] - times[$0 - 1] }.sorted()[(window.count - 1) / 2]
+        }
+        let early = medianInterval(1_000..<3_000)  // 10,000 waiters waiting
+        let late = medianInterval((2 * half - 2_000)..<(2 * half))  // none
+        let ratio = early / late
+        #expect(
+            ratio < 4,
+            "a post with 10,000 waiters costs \(ratio)× what it costs with none (median \(describe(late)) → \(describe(early)))"
         )
         withExtendedLifetime((queue, sink)) {}
     }
