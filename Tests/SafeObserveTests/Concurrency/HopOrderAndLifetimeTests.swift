@@ -168,14 +168,16 @@ private func within(
     return true
 }
 
-/// Runs `body` (which awaits an actor on `executor`) to completion, draining
-/// `executor` on another thread meanwhile; 60 s at most (the task may wait
-/// that long for a thread of the cooperative pool on a loaded machine).
-private func run<T: Sendable>(draining executor: ManualExecutor, _ body: @escaping @Sendable () async -> T) -> T? {
+/// Runs `body` on ``ManualGlobalActor`` to completion, draining its executor
+/// on another thread meanwhile; 60 s at most. The task starts on the
+/// global actor's own executor, so it never waits for a thread of the
+/// cooperative pool, which a full run may keep busy for minutes.
+private func runOnManualGlobalActor<T: Sendable>(_ body: @escaping @ManualGlobalActor @Sendable () -> T) -> T? {
+    let executor = ManualGlobalActor.executor
     let result = _Mutex<T?>(nil)
     let done = Flag()
-    Task.detached {
-        let value = await body()
+    Task { @ManualGlobalActor in
+        let value = body()
         result.withLock { $0 = value }
         done.set()
     }
@@ -333,8 +335,8 @@ struct HopOrderAndLifetimeTests {
         let executor = ManualGlobalActor.executor
         let model = HopModel()
         let captures = LifetimeCounter()
-        let registered = run(draining: executor) {
-            await GlobalListener.observe(model, capturing: Captured(captures))
+        let registered = runOnManualGlobalActor {
+            GlobalListener.observe(model, capturing: Captured(captures))
         }
         let (listener, token) = try #require(registered, "registration on the global actor never finished")
         onAnotherThread { model.count = 1 }
