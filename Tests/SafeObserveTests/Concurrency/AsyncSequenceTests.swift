@@ -190,6 +190,44 @@ struct AsyncSequenceTests {
         await consumer.value
         #expect(received.entries == ["1"], "changes made after the cancellation reached the loop")
     }
+
+    /// ObservingFromActorsAndAsyncCode.md: a consumer cancelled while its
+    /// loop body awaits something else ends its relation when the body
+    /// returns to the loop, with no change made meanwhile (the loop's
+    /// `next()` notices the cancellation).
+    @Test(arguments: [true, false])
+    func aConsumerCancelledWhileItsBodyAwaitsElsewhere_endsWhenTheBodyReturnsToTheLoop(values: Bool) async {
+        let node = Node()
+        let inBody = Flag()
+        let parked = _Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let consumer = Task {
+            var hasWaited = false
+            func park() async {
+                guard !hasWaited else { return }
+                hasWaited = true
+                // Something else, which ignores cancellation.
+                await withCheckedContinuation { continuation in
+                    parked.withLock { $0 = continuation }
+                    inBody.set()
+                }
+            }
+            if values {
+                for await value in node.values(\.count) where value > 0 { await park() }
+            } else {
+                for await _ in node.changes(\.count) { await park() }
+            }
+        }
+        #expect(await eventually { !SafeObservation.relations(of: node).isEmpty })
+        node.count = 1
+        #expect(await eventually { inBody.isSet }, "the first change never reached the loop body")
+        consumer.cancel()
+        #expect(!SafeObservation.relations(of: node).isEmpty, "nothing happened yet that could end it")
+        parked.withLock { $0?.resume() }  // the body returns to the loop; no change is made
+        let ended = await eventually { SafeObservation.relations(of: node).isEmpty }
+        #expect(ended, "the body returned to the loop, and the relation did not end")
+        if !ended { node.count = 2 }  // the first change after the cancellation ends it: let the consumer go
+        await consumer.value
+    }
 }
 
 // Node is only touched by one task at a time in these tests.

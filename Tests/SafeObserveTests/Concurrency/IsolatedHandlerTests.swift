@@ -1,3 +1,4 @@
+import CSafeObserveRuntime
 import Dispatch
 import Synchronization
 import Testing
@@ -100,6 +101,33 @@ struct IsolatedHandlerTests {
         model.count = 1
         #expect(view.seen == [1])
         model.count = 2
+        #expect(view.seen == [1, 2])
+    }
+
+    /// Threading.md: once `dispatchMain()` parked the main thread (Swift
+    /// Testing parks it), the main actor's jobs run on a thread standing in
+    /// for it; a change made there outside a main-actor job — in a
+    /// main-queue block — hops: each change reaches the main-actor handler
+    /// after the block returned, in order.
+    @Test func aChangeMadeInAMainQueueBlock_onTheThreadStandingInForTheMainThread_hops() async {
+        let model = SharedModel()
+        let view = ViewModel()
+        let log = EventLog()
+        model.safeObserve(\.count, by: view) { view, _, change in
+            log.record("delivered \(change.newValue!)")
+            view.seen.append(change.newValue!)
+        }
+        let isMainThread = _Mutex<Bool?>(nil)
+        DispatchQueue.main.async {
+            isMainThread.withLock { $0 = csafeobserve_isMainThread() }
+            model.count = 1
+            log.record("stored 1")
+            model.count = 2
+            log.record("stored 2")
+        }
+        #expect(await eventually { view.seen.count == 2 }, "the changes never reached the handler")
+        #expect(isMainThread.withLock { $0 } == false, "the block ran on the real main thread")
+        #expect(log.entries == ["stored 1", "stored 2", "delivered 1", "delivered 2"])
         #expect(view.seen == [1, 2])
     }
 

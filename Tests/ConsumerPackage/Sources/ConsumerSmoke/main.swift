@@ -433,6 +433,35 @@ do {
     check(view.values == [1, 2], "a change made elsewhere reaches a main-actor handler on the main actor")
 }
 
+do {
+    // A change made on the main thread, in a task or not — here in a
+    // main-queue block, outside any task, and in a main-actor task, both run
+    // by the main run loop — counts as made on the main actor, and is
+    // delivered synchronously (Threading.md). A test process cannot check
+    // this: Swift Testing parks its main thread in `dispatchMain()`, and a
+    // main-queue block then runs on a thread standing in for it, and hops.
+    let shared = SharedCounter()
+    let view = MainView()
+    shared.safeObserve(\.count, by: view) { view, _, change in view.values.append(change.newValue!) }
+    var ran: [String] = []
+    DispatchQueue.main.async {
+        shared.count = 1
+        check(
+            view.values.last == 1, "a change made in a main-queue block on the main thread is delivered synchronously")
+        ran.append(Thread.isMainThread ? "block on the main thread" : "block elsewhere")
+    }
+    Task { @MainActor in
+        shared.count = 2
+        check(view.values.last == 2, "a change made in a main-actor task on the main thread is delivered synchronously")
+        ran.append(Thread.isMainThread ? "task on the main thread" : "task elsewhere")
+    }
+    let deadline = Date().addingTimeInterval(4)
+    while ran.count < 2, Date() < deadline { RunLoop.main.run(until: Date().addingTimeInterval(0.001)) }
+    check(
+        Set(ran) == ["block on the main thread", "task on the main thread"],
+        "the main run loop ran the block and the task on the main thread")
+}
+
 if failures.isEmpty {
     print("consumer smoke: \(passed) passed, 0 failed")
 } else {
