@@ -63,15 +63,11 @@ final class _ModelSentinel: @unchecked Sendable {
         // `sentinel` goes next, and its deinit ends every relation.
     }
 
-    /// Starts watching the model (which the caller holds) for its death.
+    /// Starts watching the model (which the caller holds) for its death;
+    /// called once, by the registration that filed this sentinel.
     fileprivate func startWatching(_ model: AnyObject) {
         let id = _SenderWatch.watch(model) { [weak self] in self?.modelDied() }
-        let stale = state.withLock { state -> Int? in
-            guard state.watch == nil else { return id }
-            state.watch = id
-            return nil
-        }
-        if let stale { _SenderWatch.unwatch(modelID, id: stale) }
+        state.withLock { $0.watch = id }
     }
 
     /// The model died while other registrars still held this sentinel: ends

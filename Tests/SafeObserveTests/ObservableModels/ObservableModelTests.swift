@@ -10,9 +10,9 @@ import Testing
 
 // MARK: - Fixtures
 
+// @unchecked Sendable: each test changes it from one thread at a time.
 @Observable
 private final class OAccount: @unchecked Sendable {
-    // @unchecked Sendable: each test changes it from one thread at a time.
     var balance = 0
     @ObservationIgnored let lifetime: LifetimeCounter?
     init(balance: Int = 0, lifetime: LifetimeCounter? = nil) {
@@ -23,9 +23,9 @@ private final class OAccount: @unchecked Sendable {
     deinit { lifetime?.didDeinit() }
 }
 
+// @unchecked Sendable: each test changes it from one thread at a time.
 @Observable
 private final class OStore: @unchecked Sendable {
-    // @unchecked Sendable: each test changes it from one thread at a time.
     var count = 0
     var first = "Ada"
     var last = "Lovelace"
