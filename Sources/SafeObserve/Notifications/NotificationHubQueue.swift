@@ -234,11 +234,15 @@ extension NotificationHub {
         /// If the calling task is cancelled, it returns at once, whatever is
         /// still queued (check `Task.isCancelled` to tell).
         ///
+        /// - Parameter isolation: The actor the caller resumes on; the
+        ///   caller's by default. Called on the queue's actor, it resumes in
+        ///   that actor's own order, behind the job that posted what it
+        ///   waited for, never behind a busy thread pool.
         /// - Complexity: O(1) amortized, plus the wait.
-        public func waitUntilPosted() async {
+        public func waitUntilPosted(isolation: isolated (any Actor)? = #isolation) async {
             let id = nextWaiterID.wrappingAdd(1, ordering: .relaxed).oldValue
             await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Void, Never>) in
                     // Cancellation is read under the lock: a cancellation
                     // handler that ran before found no waiter, and then
                     // this reads the task cancelled.

@@ -344,8 +344,10 @@ struct NotificationQueueTests {
     /// it started, so the actor's other jobs run in between, and a waiter on
     /// the queue's own actor returns while the handler still enqueues. The
     /// handler stops by itself after `bound` posts, so that a job that holds
-    /// the actor fails the test instead of hanging it; the checks count
-    /// posts, not time, so a loaded machine cannot fail them.
+    /// the actor fails the test instead of hanging it. Everything the test
+    /// checks runs on the queue's actor (the main one), so the checks count
+    /// posts in that actor's own order: a loaded thread pool cannot fail them.
+    @MainActor
     @Test(arguments: [NotificationHub.Queue.PostingStyle.asap, .whenIdle])
     func aHandlerThatKeepsEnqueueing_neverHoldsTheActor(style: NotificationHub.Queue.PostingStyle) async {
         let bound = 2_000_000
@@ -360,13 +362,14 @@ struct NotificationQueueTests {
         }
         defer { stop.set() }
         queue.enqueue(.level, payload: 1, postingStyle: style)
-        // Another main-actor job, enqueued while the handler enqueues.
+        // Another main-actor job, enqueued behind the queue's first one.
         await Task { @MainActor in }.value
         let afterJob = posted.load(ordering: .relaxed)
         #expect(afterJob < bound, "the queue's job held the main actor until its handler stopped")
-        await queue.waitUntilPosted()  // returns to the queue's actor
+        await queue.waitUntilPosted()  // resumes on the queue's actor
         let afterWait = posted.load(ordering: .relaxed)
         stop.set()
+        #expect(afterWait > afterJob, "the waiter returned before what was queued at the call was posted")
         #expect(afterWait < bound, "the waiter on the queue's actor returned only once the handler stopped")
         #expect(await eventually { queue.count == 0 })
     }
