@@ -242,7 +242,8 @@ extension NotificationHub {
         public func waitUntilPosted(isolation: isolated (any Actor)? = #isolation) async {
             let id = nextWaiterID.wrappingAdd(1, ordering: .relaxed).oldValue
             await withTaskCancellationHandler {
-                await withCheckedContinuation(isolation: isolation) { (continuation: CheckedContinuation<Void, Never>) in
+                await withCheckedContinuation(isolation: isolation) {
+                    (continuation: CheckedContinuation<Void, Never>) in
                     // Cancellation is read under the lock: a cancellation
                     // handler that ran before found no waiter, and then
                     // this reads the task cancelled.
