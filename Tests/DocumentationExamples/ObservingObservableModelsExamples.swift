@@ -65,4 +65,36 @@ enum ObservingObservableModels {
         store.count = 1
         #expect(await eventually { renderer.rendered == [0, 1] })
     }
+
+    @MainActor final class Lister {
+        private(set) var rendered: [Int] = []
+        private(set) var task: Task<Void, Never>?
+        func render(_ count: Int) { rendered.append(count) }
+
+        // example: ObservingObservableModels.md 5
+        func show(_ store: Store) {
+            let counts = store.values(\.count)  // holds the store weakly
+            task = Task {
+                for await count in counts {
+                    render(count)
+                }
+                // The store died: the loop ended.
+            }
+        }
+        // end example
+    }
+
+    @Test("ObservingObservableModels.md: awaiting values until the store dies")
+    @MainActor
+    static func awaitingValues() async {
+        var store: Store? = Store()
+        let lister = Lister()
+        lister.show(store!)
+        #expect(await eventually { lister.rendered == [0] })
+        store!.count = 1
+        #expect(await eventually { lister.rendered == [0, 1] })
+        store = nil
+        await lister.task?.value
+        #expect(lister.rendered == [0, 1])
+    }
 }

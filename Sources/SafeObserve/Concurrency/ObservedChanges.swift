@@ -39,7 +39,18 @@ extension SafeObservable {
         _ keyPath: KeyPath<Self, Value>, options: ObservationOptions = .new,
         buffering: ObservationBuffering = .unbounded
     ) -> ObservedChanges<Self, Value> {
-        ObservedChanges(root: self, keyPath: keyPath, options: options, buffering: buffering)
+        ObservedChanges(
+            root: self, keyPath: keyPath, options: options, buffering: buffering,
+            register: { root, keyPath, relay, options, deliver, initial in
+                let (token, deliversInitial) = root._register(
+                    keyPath, by: relay, listenerType: _StreamRelay.self, options: options, deliver: deliver)
+                if deliversInitial {
+                    let current = root[keyPath: keyPath]
+                    // Reading ran user code (a computed property), which may have unobserved.
+                    if token.isActive { initial(ObservedChange(newValue: current, oldValue: nil, isInitial: true)) }
+                }
+                return token
+            })
     }
 
     /// The values of a key path, as an asynchronous sequence: the current
@@ -69,12 +80,13 @@ extension SafeObservable {
 }
 
 /// The changes of one key path of one object, as an asynchronous sequence
-/// (made by ``SafeObservable/changes(_:options:buffering:)``).
+/// (made by ``SafeObservable/changes(_:options:buffering:)``, or by
+/// `changes(_:options:buffering:)` on an `@Observable` model).
 ///
 /// ```swift
 /// for await change in counter.changes(\.count) { print(change.newValue!) }
 /// ```
-public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSequence {
+public struct ObservedChanges<Root: AnyObject, Value: Sendable>: AsyncSequence {
     /// One change, as a `safeObserve` handler would receive it.
     ///
     /// ```swift
@@ -93,12 +105,26 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
     @usableFromInline let keyPath: KeyPath<Root, Value>
     @usableFromInline let options: ObservationOptions
     @usableFromInline let buffering: ObservationBuffering
+    /// Registers an iterator's relation, and yields `.initial` through its
+    /// last argument: a `SafeObservable`'s or an `@Observable` model's way.
+    @usableFromInline let register: _Register
 
-    init(root: Root, keyPath: KeyPath<Root, Value>, options: ObservationOptions, buffering: ObservationBuffering) {
+    @usableFromInline
+    typealias _Register = (
+        _ root: Root, _ keyPath: KeyPath<Root, Value>, _ relay: _StreamRelay, _ options: ObservationOptions,
+        _ deliver: @escaping _Deliver, _ initial: (ObservedChange<Value>) -> Void
+    ) -> ObservationToken
+
+    @usableFromInline
+    init(
+        root: Root, keyPath: KeyPath<Root, Value>, options: ObservationOptions, buffering: ObservationBuffering,
+        register: @escaping _Register
+    ) {
         self.root = root
         self.keyPath = keyPath
         self.options = options
         self.buffering = buffering
+        self.register = register
     }
 
     /// Observes the key path until the iterator is cancelled, dropped, or
@@ -119,16 +145,9 @@ public struct ObservedChanges<Root: SafeObservable, Value: Sendable>: AsyncSeque
             continuation.finish()
             return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
         }
-        let (token, deliversInitial) = root._register(
-            keyPath, by: relay, listenerType: _StreamRelay.self, options: options,
-            deliver: _makeDeliver(options, _yielding(to: continuation, consumer: relay.consumer)))
-        if deliversInitial {
-            let current = root[keyPath: keyPath]
-            // Reading ran user code (a computed property), which may have unobserved.
-            if token.isActive {
-                continuation.yield(ObservedChange(newValue: current, oldValue: nil, isInitial: true))
-            }
-        }
+        let token = register(
+            root, keyPath, relay, options, _makeDeliver(options, _yielding(to: continuation, consumer: relay.consumer))
+        ) { continuation.yield($0) }
         _endRelation(token, whenTerminated: continuation)
         if !token.isActive { continuation.finish() }
         return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)

@@ -1,11 +1,12 @@
 /// The values of one key path of one object, as an asynchronous sequence
-/// (made by ``SafeObservable/values(_:buffering:)``): the current value,
+/// (made by ``SafeObservable/values(_:buffering:)``, or by
+/// `values(_:buffering:)` on an `@Observable` model): the current value,
 /// then each new value.
 ///
 /// ```swift
 /// for await count in counter.values(\.count) { print(count) }
 /// ```
-public struct ObservedValues<Root: SafeObservable, Value: Sendable>: AsyncSequence {
+public struct ObservedValues<Root: AnyObject, Value: Sendable>: AsyncSequence {
     /// One value of the key path.
     ///
     /// ```swift

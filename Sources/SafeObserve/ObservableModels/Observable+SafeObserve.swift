@@ -97,6 +97,70 @@ extension Observable where Self: AnyObject {
     public func safeUnobserve(by listener: AnyObject) {
         _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: nil)
     }
+
+    /// The changes of a key path of this `@Observable` model, as an
+    /// asynchronous sequence.
+    ///
+    /// ```swift
+    /// for await change in store.changes(\.count, options: [.old, .new]) {
+    ///     print(change.oldValue!, "→", change.newValue!)
+    /// }
+    /// ```
+    ///
+    /// Each iterator observes the key path from the moment it is made, as
+    /// ``safeObserve(_:by:options:isolation:changeHandler:)`` does
+    /// from nonisolated code: changes are yielded after the mutating call
+    /// returned, from a global executor, and changes made while one waits
+    /// are one element (each element's `oldValue` is the previous one's
+    /// `newValue`). `.initial` yields the current value first; `.prior` is a
+    /// programmer error, reported, and the sequence is empty.
+    ///
+    /// Lifetimes are those of ``SafeObservable/changes(_:options:buffering:)``:
+    /// neither the sequence nor its iterator keeps the model alive, the
+    /// sequence finishes when the model dies, and cancelling the consuming
+    /// task or dropping the iterator ends the relation.
+    ///
+    /// - Parameters:
+    ///   - keyPath: The key path to observe, as for `safeObserve`.
+    ///   - options: What each element carries; `[.new]` by default.
+    ///   - buffering: What is kept for a consumer that falls behind.
+    /// - Returns: A sequence of ``ObservedChange`` values.
+    /// - Complexity: O(1) per delivery, plus what the key path reads.
+    public func changes<Value: Sendable>(
+        _ keyPath: KeyPath<Self, Value>, options: ObservationOptions = .new,
+        buffering: ObservationBuffering = .unbounded
+    ) -> ObservedChanges<Self, Value> {
+        ObservedChanges(
+            root: self, keyPath: keyPath, options: options, buffering: buffering,
+            register: { root, keyPath, relay, options, deliver, initial in
+                _ObservableRegistration.register(
+                    root, keyPath, by: relay, options: options, isolation: nil, deliver: deliver, initial: initial)
+            })
+    }
+
+    /// The values of a key path of this `@Observable` model, as an
+    /// asynchronous sequence: the current value first, then each new value.
+    ///
+    /// ```swift
+    /// for await count in store.values(\.count) {
+    ///     print(count)
+    /// }
+    /// ```
+    ///
+    /// A consumer that falls behind sees the latest value by default; pass
+    /// `.unbounded` to see every value delivered. Timing and lifetimes are
+    /// those of ``changes(_:options:buffering:)``.
+    ///
+    /// - Parameters:
+    ///   - keyPath: The key path to observe, as for `safeObserve`.
+    ///   - buffering: What is kept for a consumer that falls behind.
+    /// - Returns: A sequence of the key path's values.
+    /// - Complexity: O(1) per delivery, plus what the key path reads.
+    public func values<Value: Sendable>(
+        _ keyPath: KeyPath<Self, Value>, buffering: ObservationBuffering = .bufferingNewest(1)
+    ) -> ObservedValues<Self, Value> {
+        ObservedValues(changes: changes(keyPath, options: [.initial, .new], buffering: buffering))
+    }
 }
 
 /// What `safeObserve` does on an `@Observable` model.
