@@ -11,7 +11,7 @@ extension ObservationController {
     ///
     /// `body` receives a function telling whether `object` was unobserved
     /// since the call began.
-    func withRegistration<Object: SafeObservable>(
+    func withRegistration<Object: AnyObject>(
         of object: Object, _ body: (_ isCancelled: () -> Bool) -> Void
     ) {
         // Read outside the lock: the temporary reference may be the observer's last.
