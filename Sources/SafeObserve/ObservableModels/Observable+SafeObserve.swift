@@ -188,7 +188,7 @@ enum _ObservableRegistration {
                 "SafeObserve: cannot observe \(described) on \(Root.self) by a \(Listener.self) during its own deinit")
             return inert
         }
-        let sentinel = _ModelSentinels.sentinel(of: model, keyPath: keyPath)
+        var sentinel = _ModelSentinels.sentinel(of: model, keyPath: keyPath)
         let registered = _SafeObserveRegistration.register(
             model, keyPath: keyPath, listener: listener, options: options, deliver: deliver, on: sentinel.channel)
         guard let relation = registered.relation else { return inert }
@@ -212,6 +212,14 @@ enum _ObservableRegistration {
                 initial(ObservedChange(newValue: start, oldValue: nil, isInitial: true))
             }
             break
+        }
+        // Only the tracking closures hold the sentinel: none holds it if the
+        // key path read nothing Observation tracks. Then the relation ends
+        // as the sentinel goes, on return, after `.initial`.
+        if relation.isActive, isKnownUniquelyReferenced(&sentinel) {
+            _Diagnostics.warn(
+                "SafeObserve: \(described) of the @Observable \(Root.self) reads no tracked property (a `let`, "
+                    + "an @ObservationIgnored property): nothing can change it, so the relation ends")
         }
         withExtendedLifetime(sentinel) {}
         return token

@@ -25,6 +25,18 @@ enum _Diagnostics {
         _writeToStandardError(message)
     }
 
+    /// Warns of a registration that cannot do what it was asked, and carries
+    /// on: never stops a build, debug ones included. Printed once per
+    /// distinct message, or routed to the task's handler (tests).
+    static func warn(_ message: String) {
+        if let handler {
+            handler(message)
+            return
+        }
+        guard reported.withLock({ $0.insert(message).inserted }) else { return }
+        _writeToStandardError(message)
+    }
+
     /// Runs `body` with every programmer error it reports, on this task,
     /// routed to `handler` (tests).
     static func withHandler<R>(_ handler: @escaping Handler, body: () throws -> R) rethrows -> R {

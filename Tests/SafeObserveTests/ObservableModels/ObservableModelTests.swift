@@ -443,6 +443,39 @@ struct ObservableModelTests {
 
     // MARK: Bad input
 
+    /// A key path that reads nothing Observation tracks (a `let`, an
+    /// `@ObservationIgnored` property) delivers `.initial`, warns once
+    /// (never stopping a debug build), and its relation ends, releasing the
+    /// handler; a tracked key path warns of nothing.
+    @Test(arguments: [false, true])
+    func aKeyPathThatReadsNothingTracked_deliversInitial_warns_andEnds(ignoredRatherThanLet: Bool) {
+        let keyPath = ignoredRatherThanLet ? \OStore.ignored : \OStore.constant
+        let messages = EventLog()
+        let captures = LifetimeCounter()
+        let store = OStore()
+        store.ignored = 1
+        let listener = Listener()
+        let received = Deliveries<Int>()
+        let (untracked, tracked) = _Diagnostics.withHandler {
+            messages.record($0)
+        } body: {
+            (
+                store.safeObserve(keyPath, by: listener, options: [.initial, .new], isolation: nil) {
+                    [captured = Captured(captures)] _, _, change in
+                    _ = captured
+                    received.append(change)
+                },
+                store.safeObserve(\.count, by: listener, isolation: nil) { _, _, _ in }
+            )
+        }
+        #expect(received.all.map(\.newValue) == [1], "no .initial delivery")  // both read 1
+        #expect(!untracked.isActive, "a relation nothing can change stayed")
+        #expect(captures.liveCount == 0, "its handler was kept")
+        #expect(tracked.isActive)
+        #expect(messages.entries.count == 1, "\(messages.entries)")
+        #expect(messages.entries.first?.contains("OStore") == true, "\(messages.entries)")
+    }
+
     /// `.prior` is reported, names the type and key path, and never crashes.
     @Test func prior_isReported_andTheTokenIsInert() {
         let messages = EventLog()
