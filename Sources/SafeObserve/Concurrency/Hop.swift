@@ -203,6 +203,13 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// relation's recipients once for them.
     @inlinable
     func deliverRun(from first: UInt64, count: Int) {
+        // One change (a producer that waits for each delivery): there is no
+        // rest of a batch for a nested change to deliver first, so none is
+        // recorded.
+        if count == 1 {
+            deliverNext(ticket: first)
+            return
+        }
         var ticket = first
         var remaining = count
         withUnsafeTemporaryAllocation(of: ObservedChange<Value>.self, capacity: 16) { buffer in

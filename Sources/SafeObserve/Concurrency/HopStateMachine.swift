@@ -139,7 +139,7 @@ extension _Hop {
             head += 1
             if isEmpty {
                 // Only `nil` slots are released here.
-                items.removeAll(keepingCapacity: items.capacity <= 16)
+                items._empty(keepingCapacity: items.capacity <= 16)
                 head = 0
                 hasPending.store(false, ordering: .releasing)
             }
@@ -169,7 +169,7 @@ extension _Hop {
             if taken > 0, isEmpty {
                 // Only `nil` slots are released here. `hasPending` stays set
                 // while the batch is delivered (see ``endBatch(hasPending:)``).
-                items.removeAll(keepingCapacity: items.capacity <= 16)
+                items._empty(keepingCapacity: items.capacity <= 16)
                 head = 0
             }
             if taken == 0, isEmpty { hasPending.store(false, ordering: .releasing) }

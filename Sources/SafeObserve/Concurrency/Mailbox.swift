@@ -173,13 +173,19 @@ final class _Mailbox: @unchecked Sendable {
     /// (then the job goes on).
     @discardableResult
     func deliver(before bound: UInt64?) -> Bool {
-        while let (hop, firstTicket, count) = state.withLock({ $0.next(before: bound) }) {
-            guard let hop else { continue }
-            // unsafeDowncast: entries are only filed by hops.
-            let anyHop = unsafeDowncast(hop, to: _AnyHop.self)
-            anyHop.deliverQueued(anyHop, firstTicket, count)
+        while true {
+            switch state.withLock({ $0.next(before: bound) }) {
+            case .run(let hop, let firstTicket, let count):
+                guard let hop else { continue }
+                // unsafeDowncast: entries are only filed by hops.
+                let anyHop = unsafeDowncast(hop, to: _AnyHop.self)
+                anyHop.deliverQueued(anyHop, firstTicket, count)
+            case .ended:
+                return false
+            case .bounded:
+                return true
+            }
         }
-        return bound != nil && state.withLock { $0.endBatch() }
     }
 
     /// The actor died: nothing can run on it any more, so every relation

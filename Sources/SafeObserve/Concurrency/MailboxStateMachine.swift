@@ -69,25 +69,37 @@ extension _Mailbox {
             return (ticket, true)
         }
 
-        /// The oldest run of waiting deliveries with tickets before `bound`
-        /// (all of it when `bound` is `nil`): its hop, loaded (`nil` if it
-        /// died; drop it after unlocking), first ticket and length. `nil`
-        /// when none is left, which ends the job, or when the next ticket is
-        /// not before `bound` (the batch ends; see ``endBatch()``).
+        /// What the job does next (see ``next(before:)``).
         @usableFromInline
-        mutating func next(before bound: UInt64?) -> (hop: AnyObject?, firstTicket: UInt64, count: Int)? {
+        enum Next {
+            /// Delivers the run: its hop, loaded (`nil` if it died; drop it
+            /// after unlocking), first ticket and length.
+            case run(hop: AnyObject?, firstTicket: UInt64, count: Int)
+            /// Nothing is left: the job ended.
+            case ended
+            /// The next ticket is not before the bound: the batch ends, and
+            /// the job goes on (a new job, or the next batch).
+            case bounded
+        }
+
+        /// The oldest run of waiting deliveries with tickets before `bound`
+        /// (all of it when `bound` is `nil`), or, when none is left, the end
+        /// of the job (then a delivery filed from now on schedules a new
+        /// one), or the end of the batch.
+        @usableFromInline
+        mutating func next(before bound: UInt64?) -> Next {
             defer { _checkInvariants() }
             guard !isEmpty else {
-                if bound == nil { isScheduled = false }
-                return nil
+                isScheduled = false
+                return .ended
             }
             let first = entries[head].firstTicket
             var count = entries[head].count
             if let bound {
-                guard first < bound else { return nil }
+                guard first < bound else { return .bounded }
                 count = min(count, Int(bound - first))
             }
-            let run = (entries[head].hop.load(), first, count)
+            let run = Next.run(hop: entries[head].hop.load(), firstTicket: first, count: count)
             if count < entries[head].count {
                 // The rest of the run was queued after the batch began.
                 entries[head].firstTicket = first &+ UInt64(count)
@@ -96,19 +108,10 @@ extension _Mailbox {
             }
             head += 1
             if isEmpty {
-                entries.removeAll(keepingCapacity: entries.capacity <= 64)
+                entries._empty(keepingCapacity: entries.capacity <= 64)
                 head = 0
             }
             return run
-        }
-
-        /// A batch ended: whether entries remain for the job to deliver
-        /// (otherwise the job ends).
-        mutating func endBatch() -> Bool {
-            defer { _checkInvariants() }
-            guard isEmpty else { return true }
-            isScheduled = false
-            return false
         }
 
         /// Every waiting delivery, taken (the actor died: none can run).

@@ -60,6 +60,10 @@ extension SafeObservation {
                 precondition(
                     (state.liveCount, state.oldCount, state.priorCount) == counts,
                     "_Channel: counts \((state.liveCount, state.oldCount, state.priorCount)) but \(counts)")
+                precondition(
+                    (state.needs.contains(.old), state.needs.contains(.prior))
+                        == (state.oldCount > 0, state.priorCount > 0),
+                    "_Channel: needs disagree with the counts")
                 precondition(state.relations.last.map { $0 != nil } ?? true, "_Channel: trailing ended slots kept")
                 return state.relations
             }

@@ -18,9 +18,26 @@ final class _Channel: Sendable {
         var oldCount = 0
         /// Live relations asking for `.prior`.
         var priorCount = 0
+        /// `.old` when `oldCount > 0`, `.prior` when `priorCount > 0`: one
+        /// load for a change (``beginEmission(on:)``).
+        var needs: Needs = []
         /// Round-robin position of the sweep for relations whose listener died.
         var sweepCursor = 0
         var isTornDown = false
+    }
+
+    /// What the relations of a property ask a change for beyond its new value.
+    @usableFromInline
+    struct Needs: OptionSet, Sendable {
+        @usableFromInline let rawValue: UInt8
+
+        @inlinable
+        init(rawValue: UInt8) { self.rawValue = rawValue }
+
+        /// Some relation asks for `.old`: the setter copies the old value.
+        @inlinable static var old: Needs { Needs(rawValue: 1) }
+        /// Some relation asks for `.prior`.
+        @inlinable static var prior: Needs { Needs(rawValue: 2) }
     }
 
     /// What one change delivers to: a snapshot of the relation list taken
@@ -29,9 +46,13 @@ final class _Channel: Sendable {
     @usableFromInline
     struct Emission {
         let relations: ContiguousArray<_Relation?>
-        @usableFromInline let needsOld: Bool
-        @usableFromInline let hasPrior: Bool
+        @usableFromInline let needs: Needs
         let probe: _Probe
+
+        @inlinable
+        var needsOld: Bool { needs.contains(.old) }
+        @inlinable
+        var hasPrior: Bool { needs.contains(.prior) }
 
         /// Delivers one phase of a change to the snapshot, unlocked.
         ///
@@ -128,7 +149,7 @@ final class _Channel: Sendable {
         @usableFromInline
         func deliverChange(root: AnyObject, change: UnsafeRawPointer, channel: _Channel) {
             // The same arguments: a jump, with nothing to move.
-            if _slowPath(needsOld || hasPrior) {
+            if _slowPath(!needs.isEmpty) {
                 return deliverChangeInOrder(root: root, change: change, channel: channel)
             }
             let sequence = channel.changeCount.wrappingAdd(1, ordering: .relaxed).newValue
@@ -431,12 +452,7 @@ final class _Channel: Sendable {
         let probe = _Probe.current
         let emission = state.withLock { state -> Emission? in
             guard state.liveCount > 0 else { return nil }
-            return Emission(
-                relations: state.relations,
-                needsOld: state.oldCount > 0,
-                hasPrior: state.priorCount > 0,
-                probe: probe
-            )
+            return Emission(relations: state.relations, needs: state.needs, probe: probe)
         }
         // One probe both refuses a dying object and keeps a live one alive.
         guard let emission, probe.tryRetain(root) else { return nil }
@@ -452,7 +468,7 @@ final class _Channel: Sendable {
         let probe = _Probe.current
         return state.withLock { state -> Emission? in
             guard state.liveCount > 0 else { return nil }
-            return Emission(relations: state.relations, needsOld: false, hasPrior: false, probe: probe)
+            return Emission(relations: state.relations, needs: [], probe: probe)
         }
     }
 
@@ -483,8 +499,14 @@ final class _Channel: Sendable {
             relation.slot = count
             state.relations.append(relation)
             state.liveCount += 1
-            if relation.options.contains(.old) { state.oldCount += 1 }
-            if relation.options.contains(.prior) { state.priorCount += 1 }
+            if relation.options.contains(.old) {
+                state.oldCount += 1
+                state.needs.insert(.old)
+            }
+            if relation.options.contains(.prior) {
+                state.priorCount += 1
+                state.needs.insert(.prior)
+            }
             return (true, candidates.0, candidates.1)
         }
         if let first, first.listener.isGone { first.end() }
@@ -510,8 +532,14 @@ final class _Channel: Sendable {
                 state.relations[slot] = nil
             }
             state.liveCount -= 1
-            if relation.options.contains(.old) { state.oldCount -= 1 }
-            if relation.options.contains(.prior) { state.priorCount -= 1 }
+            if relation.options.contains(.old) {
+                state.oldCount -= 1
+                if state.oldCount == 0 { state.needs.remove(.old) }
+            }
+            if relation.options.contains(.prior) {
+                state.priorCount -= 1
+                if state.priorCount == 0 { state.needs.remove(.prior) }
+            }
             while let last = state.relations.last, last == nil {
                 state.relations.removeLast()
             }
@@ -564,6 +592,7 @@ final class _Channel: Sendable {
             state.liveCount = 0
             state.oldCount = 0
             state.priorCount = 0
+            state.needs = []
             defer { state.relations = [] }
             return state.relations
         }

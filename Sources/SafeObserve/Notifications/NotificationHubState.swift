@@ -411,7 +411,7 @@ extension NotificationHub {
 func _deliverNotification(
     _ relations: consuming ContiguousArray<_Relation?>, _ pointer: UnsafeRawPointer, root: AnyObject
 ) {
-    _Channel.Emission(relations: relations, needsOld: false, hasPrior: false, probe: _Probe.current)
+    _Channel.Emission(relations: relations, needs: [], probe: _Probe.current)
         .deliverEvent(root: root, change: pointer)
 }
 
