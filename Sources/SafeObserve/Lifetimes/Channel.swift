@@ -329,6 +329,10 @@ final class _Channel: Sendable {
         private func tellChange(
             _ relation: _Relation, _ listener: AnyObject, root: AnyObject, change: UnsafeRawPointer, sequence: UInt64
         ) {
+            // Catching up ran handlers, which may have nested a change that
+            // was told to this relation meanwhile (then this one is stale),
+            // or ended it.
+            guard relation.isActive, relation.lastChange.load(ordering: .relaxed) < sequence else { return }
             if relation.options.contains(.prior), !relation.awaitsChangeOfPrior.load(ordering: .relaxed) {
                 // Told late (it was not in the snapshot of this change's
                 // prior phase, or that prior went to a nested change): its

@@ -780,6 +780,33 @@ struct HopOrderAndLifetimeTests {
         withExtendedLifetime((a, b, c)) {}
     }
 
+    /// Two relations each nest a change when told the first (stored order
+    /// 1, 2, 3): every relation, the nesting ones included, is told each
+    /// change once, in stored order, never a stale one after a newer one.
+    @Test func twoRelationsThatEachNestAChange_areEachToldEveryChangeOnceInOrder() {
+        let model = HopModel()
+        let (a, b, c) = (Listener(), Listener(), Listener())
+        let logs = _Mutex<[String: [String]]>([:])
+        model.safeObserve(\.count, by: a, options: [.old, .new]) { _, model, change in
+            logs.withLock { $0["a", default: []].append(describe(change)) }
+            if change.newValue == 1 { model.count = 2 }
+        }
+        model.safeObserve(\.count, by: b, options: [.old, .new]) { _, model, change in
+            logs.withLock { $0["b", default: []].append(describe(change)) }
+            if change.newValue == 1 { model.count = 3 }
+        }
+        model.safeObserve(\.count, by: c, options: [.old, .new]) { _, _, change in
+            logs.withLock { $0["c", default: []].append(describe(change)) }
+        }
+        model.count = 1
+        #expect(model.count == 3)
+        for name in ["a", "b", "c"] {
+            let told = logs.withLock { $0[name, default: []] }
+            #expect(told == ["0->1", "1->2", "2->3"], "relation \(name) was told \(told)")
+        }
+        withExtendedLifetime((a, b, c)) {}
+    }
+
     /// The same with `.prior`: each relation's prior notifications pair with
     /// its changes, and the changes chain.
     @Test func nestedChange_withPrior_laterRelationsSeeChainedPairs() {
