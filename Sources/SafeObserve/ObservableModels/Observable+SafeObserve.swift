@@ -207,9 +207,13 @@ enum _ObservableRegistration {
             }
             // unsafeDowncast: trackers are filed by their type.
             let tracker = unsafeDowncast(anyTracker, to: _ObservableTracker<Root, Value>.self)
-            guard let start = tracker.add(relation, to: model, isFirst: isFirst) else { continue }
-            if options.contains(.initial), relation.isActive {
-                initial(ObservedChange(newValue: start, oldValue: nil, isInitial: true))
+            let deliversInitial = options.contains(.initial)
+            guard let start = tracker.add(relation, to: model, isFirst: isFirst, holding: deliversInitial) else {
+                continue
+            }
+            if deliversInitial {
+                if relation.isActive { initial(ObservedChange(newValue: start, oldValue: nil, isInitial: true)) }
+                tracker.release(relation)
             }
             break
         }

@@ -36,11 +36,20 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         let relation: _RelationReference
         /// What the relation was told last, or read when it registered.
         var last: Value
+        /// Told nothing until its `.initial` call returned: a job skips it
+        /// meanwhile (see ``release(_:)``).
+        var isHeld: Bool
+        /// A job skipped it while it was held.
+        var wasSkipped = false
     }
 
     struct State {
         var machine = _ObservableTrackerStateMachine()
         var entries: ContiguousArray<Entry> = []
+        /// The entry count at which registration next removes ended
+        /// entries: twice the count left by the last removal, so that
+        /// removal costs O(1) amortized per registration.
+        var removalThreshold = 16
     }
 
     let keyPath: KeyPath<Root, Value>
@@ -72,7 +81,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// and returns the value it starts from; `nil` if the tracker stopped
     /// meanwhile (then the caller finds another). The tracker's first
     /// relation reads it tracked, which installs the first tracking.
-    func add(_ relation: _Relation, to model: Root, isFirst: Bool) -> Value? {
+    func add(_ relation: _Relation, to model: Root, isFirst: Bool, holding: Bool) -> Value? {
         let value: Value
         if isFirst {
             let generation = state.withLock { $0.machine.nextGeneration }
@@ -80,22 +89,41 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         } else {
             value = model[keyPath: keyPath]
         }
-        let count = state.withLock { state -> Int? in
+        let removesEnded = state.withLock { state -> Bool? in
             guard state.machine.phase != .stopped else { return nil }
-            state.entries.append(Entry(relation: _RelationReference(relation), last: value))
-            return state.entries.count
+            state.entries.append(Entry(relation: _RelationReference(relation), last: value, isHeld: holding))
+            return state.entries.count >= state.removalThreshold
         }
-        guard let count else { return nil }
-        // Bounded: the ended relations go every 16 registrations.
-        if count >= 16, count.isMultiple(of: 16) { removeEnded(from: state.withLock { $0.entries }) }
+        guard let removesEnded else { return nil }
+        // Bounded: the ended relations go whenever the entries doubled.
+        if removesEnded { removeEnded(from: state.withLock { $0.entries }) }
         return value
+    }
+
+    /// The `.initial` call of `relation` (added held) returned: jobs tell
+    /// it changes from now on, and one runs if a job skipped it meanwhile.
+    func release(_ relation: _Relation) {
+        let address = Unmanaged.passUnretained(relation).toOpaque()
+        let schedules = state.withLock { state -> Bool in
+            // From the end: it was added last, but for registrations made
+            // meanwhile.
+            guard let index = state.entries.lastIndex(where: { $0.relation.reference.address == address }) else {
+                return false
+            }
+            state.entries[index].isHeld = false
+            return state.entries[index].wasSkipped && state.machine.redeliver()
+        }
+        if schedules { schedule() }
     }
 
     /// Removes the entries of `entries` (a snapshot) whose relation ended.
     /// Probed unlocked; the removed values are released unlocked too.
     private func removeEnded(from entries: ContiguousArray<Entry>) {
         let ended = Set(entries.lazy.filter { $0.relation.load()?.isActive != true }.map(\.relation.reference.address))
-        guard !ended.isEmpty else { return }
+        guard !ended.isEmpty else {
+            state.withLock { $0.removalThreshold = max(16, 2 * $0.entries.count) }
+            return
+        }
         let removed = state.withLock { state -> ContiguousArray<Entry> in
             var removed: ContiguousArray<Entry> = []
             state.entries.removeAll { entry in
@@ -103,6 +131,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 removed.append(entry)
                 return true
             }
+            state.removalThreshold = max(16, 2 * state.entries.count)
             return removed
         }
         _ = removed
@@ -163,7 +192,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // After the next tracking is installed: a change made in between
         // reported to these, and the job runs again.
         for tracking in cancel { tracking.cancel() }
-        for entry in entries {
+        for entry in entries where !entry.isHeld {
+            // The same value is no change (a change stored after the last
+            // job read it was read by that job).
+            guard !_isSameValue(value, entry.last) else { continue }
             guard let relation = entry.relation.load(), relation.isActive else { continue }
             guard let listener = relation.listener.load() else {
                 relation.endForDeadListener()
@@ -178,6 +210,16 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             // Entries only grow at the end meanwhile (registrations).
             var replaced: ContiguousArray<Value> = []
             for index in entries.indices where index < state.entries.count {
+                // Held when the job began: told nothing, so nothing changes
+                // for it; if released since, it is told in another run.
+                if entries[index].isHeld {
+                    if state.entries[index].isHeld {
+                        state.entries[index].wasSkipped = true
+                    } else {
+                        state.machine.markDirty()
+                    }
+                    continue
+                }
                 replaced.append(state.entries[index].last)
                 state.entries[index].last = value
             }
@@ -204,5 +246,21 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         let entries = state.withLock { $0.entries }
         stop()
         for entry in entries { entry.relation.load()?.end() }
+    }
+}
+
+/// Whether `a` and `b` are the same value: the same bits (checked first, and
+/// enough for most values), or equal for an `Equatable` type.
+func _isSameValue<Value>(_ a: Value, _ b: Value) -> Bool {
+    let sameBits = withUnsafeBytes(of: a) { a in withUnsafeBytes(of: b) { b in a.elementsEqual(b) } }
+    if sameBits { return true }
+    guard let a = a as? any Equatable else { return false }
+    return a._isEqual(to: b)
+}
+
+extension Equatable {
+    fileprivate func _isEqual(to other: Any) -> Bool {
+        guard let other = other as? Self else { return false }
+        return self == other
     }
 }

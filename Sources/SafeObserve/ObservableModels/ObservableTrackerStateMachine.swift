@@ -74,6 +74,27 @@ struct _ObservableTrackerStateMachine {
 
     /// The job begins: the trackings to cancel once the job installed the
     /// next one (whose generation it takes), or `nil` if the tracker stopped.
+    /// A relation held while its `.initial` call ran was released: a job
+    /// tells it what it was not told, if one is not already due.
+    mutating func redeliver() -> Bool {
+        switch phase {
+        case .idle:
+            phase = .scheduled
+            return true
+        case .delivering:
+            phase = .delivering(dirty: true)
+            return false
+        case .scheduled, .stopped:
+            return false
+        }
+    }
+
+    /// The running job skipped a relation released meanwhile: it runs
+    /// again.
+    mutating func markDirty() {
+        if case .delivering = phase { phase = .delivering(dirty: true) }
+    }
+
     mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64)? {
         guard phase == .scheduled else { return nil }
         phase = .delivering(dirty: false)

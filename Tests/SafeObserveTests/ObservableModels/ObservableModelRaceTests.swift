@@ -1,0 +1,125 @@
+// `@Observable` models under writers on other threads, and at scale (issue
+// 32; defects found by the public-API attack): an unchanged value is never a
+// delivery, `.initial` comes first and alone, and registration does not
+// slow down with the relations already on the key path.
+
+import Observation
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+/// A model whose property is behind a lock, so that a writer thread and the
+/// delivery's read do not race (only Observation's timing is under test).
+@Observable
+private final class LockedStore: Sendable {
+    @ObservationIgnored private let storage = _Mutex(0)
+
+    var count: Int {
+        get {
+            access(keyPath: \.count)
+            return storage.withLock { $0 }
+        }
+        set {
+            withMutation(keyPath: \.count) { storage.withLock { $0 = newValue } }
+        }
+    }
+}
+
+/// What one relation was told, and whether calls overlapped.
+private final class Told: Sendable {
+    private let state = _Mutex<(changes: [ObservedChange<Int>], inFlight: Int, overlaps: Int)>(([], 0, 0))
+    func enter() { state.withLock { if $0.inFlight > 0 { $0.overlaps += 1 }; $0.inFlight += 1 } }
+    func leave(_ change: ObservedChange<Int>) {
+        state.withLock {
+            $0.changes.append(change)
+            $0.inFlight -= 1
+        }
+    }
+    var changes: [ObservedChange<Int>] { state.withLock { $0.changes } }
+    var overlaps: Int { state.withLock { $0.overlaps } }
+    var inFlight: Int { state.withLock { $0.inFlight } }
+}
+
+@Suite("@Observable models: writers on other threads, and scale")
+struct ObservableModelRaceTests {
+    /// A writer stores strictly increasing values: no delivery has
+    /// `oldValue == newValue` (an equal value is no change), and the last is
+    /// the model's value.
+    @Test func increasingStoresFromAnotherThread_neverDeliverAnUnchangedValue() async {
+        for _ in 0..<5 {
+            let store = LockedStore()
+            let listener = Listener()
+            let told = Told()
+            store.safeObserve(\.count, by: listener, options: [.old, .new], isolation: nil) { _, _, change in
+                told.enter()
+                told.leave(change)
+            }
+            await Task.detached { for value in 1...20_000 { store.count = value } }.value
+            #expect(await eventually { told.changes.last?.newValue == 20_000 })
+            let unchanged = told.changes.filter { $0.oldValue == $0.newValue }
+            #expect(unchanged.isEmpty, "told \(unchanged.count) unchanged values, e.g. \(unchanged.prefix(3).map(describe))")
+            withExtendedLifetime(listener) {}
+        }
+    }
+
+    /// Registered from nonisolated code with `.initial` while another
+    /// thread keeps writing: the `.initial` call is the first, and no
+    /// change is delivered while it runs.
+    @Test func aSlowInitialCall_isFirst_andAlone_whileAnotherThreadWrites() async {
+        let store = LockedStore()
+        let stop = Flag()
+        let writer = Task.detached {
+            var value = 0
+            while !stop.isSet {
+                value += 1
+                store.count = value
+            }
+        }
+        var problems: [String] = []
+        for run in 0..<50 {
+            let listener = Listener()
+            let told = Told()
+            let token = store.safeObserve(\.count, by: listener, options: [.initial, .old, .new], isolation: nil) {
+                _, _, change in
+                told.enter()
+                if change.isInitial {  // a slow first call
+                    let end = ContinuousClock.now + .milliseconds(2)
+                    while ContinuousClock.now < end {}
+                }
+                told.leave(change)
+            }
+            try? await Task.sleep(for: .milliseconds(1))
+            token.invalidate()
+            _ = await eventually { told.inFlight == 0 }
+            if told.changes.first?.isInitial != true { problems.append("run \(run): a change came before .initial") }
+            if told.overlaps > 0 { problems.append("run \(run): a change was delivered during the .initial call") }
+            withExtendedLifetime(listener) {}
+        }
+        stop.set()
+        await writer.value
+        #expect(problems.isEmpty, "\(problems.prefix(5))")
+    }
+
+    /// Registering a relation costs about the same with 20,000 relations
+    /// already on the key path as with 8.
+    @Test func registration_doesNotScaleWithTheKeyPathsRelations() {
+        let store = LockedStore()
+        var listeners: [Listener] = []
+        func register(_ count: Int) {
+            for _ in 0..<count {
+                let listener = Listener()
+                store.safeObserve(\.count, by: listener, isolation: nil) { _, _, _ in }
+                listeners.append(listener)
+            }
+        }
+        func measured() -> Duration { fastest(of: 5) { register(100) } }
+        register(8)
+        let early = measured()
+        register(20_000)
+        let late = measured()
+        let ratio = late / early
+        #expect(ratio < 4, "100 registrations took \(describe(late)) after 20,000, \(describe(early)) after 8")
+        withExtendedLifetime(listeners) {}
+    }
+}
