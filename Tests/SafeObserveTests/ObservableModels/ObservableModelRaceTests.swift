@@ -29,7 +29,12 @@ private final class LockedStore: Sendable {
 /// What one relation was told, and whether calls overlapped.
 private final class Told: Sendable {
     private let state = _Mutex<(changes: [ObservedChange<Int>], inFlight: Int, overlaps: Int)>(([], 0, 0))
-    func enter() { state.withLock { if $0.inFlight > 0 { $0.overlaps += 1 }; $0.inFlight += 1 } }
+    func enter() {
+        state.withLock {
+            if $0.inFlight > 0 { $0.overlaps += 1 }
+            $0.inFlight += 1
+        }
+    }
     func leave(_ change: ObservedChange<Int>) {
         state.withLock {
             $0.changes.append(change)
