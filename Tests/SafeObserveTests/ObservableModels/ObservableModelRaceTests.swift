@@ -63,7 +63,8 @@ struct ObservableModelRaceTests {
             await Task.detached { for value in 1...20_000 { store.count = value } }.value
             #expect(await eventually { told.changes.last?.newValue == 20_000 })
             let unchanged = told.changes.filter { $0.oldValue == $0.newValue }
-            #expect(unchanged.isEmpty, "told \(unchanged.count) unchanged values, e.g. \(unchanged.prefix(3).map(describe))")
+            #expect(
+                unchanged.isEmpty, "told \(unchanged.count) unchanged values, e.g. \(unchanged.prefix(3).map(describe))")
             withExtendedLifetime(listener) {}
         }
     }
