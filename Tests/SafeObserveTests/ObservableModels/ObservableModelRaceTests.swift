@@ -64,7 +64,8 @@ struct ObservableModelRaceTests {
             #expect(await eventually { told.changes.last?.newValue == 20_000 })
             let unchanged = told.changes.filter { $0.oldValue == $0.newValue }
             #expect(
-                unchanged.isEmpty, "told \(unchanged.count) unchanged values, e.g. \(unchanged.prefix(3).map(describe))")
+                unchanged.isEmpty, "told \(unchanged.count) unchanged values, e.g. \(unchanged.prefix(3).map(describe))"
+            )
             withExtendedLifetime(listener) {}
         }
     }
