@@ -163,7 +163,8 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// a key-path relation.
     @inlinable
     func deliver(_ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase) {
-        guard isOnActorAfterQueued() else { return enqueue(change, phase) }
+        guard _isCurrentExecutor(executor, isMainActor: isMainActor) else { return enqueue(change, phase) }
+        if hasPending.load(ordering: .acquiring) { return deliverBehindQueued(change, phase) }
         let observedChange =
             if receivesNewValueOnly {
                 // `.prior` is not among the options, so this is a change.
@@ -176,6 +177,17 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         // unsafeDowncast: the relation's listener and object are the ones
         // this hop was made for.
         handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), observedChange)
+    }
+
+    /// A change made on the actor while the relation has changes queued (or
+    /// a batch being delivered): queued behind them, then delivered with
+    /// them, in order. Queued rather than held in this frame, so that a
+    /// change a handler makes meanwhile, which delivers what is queued
+    /// first, delivers this one before its own (out of line, as below).
+    @inlinable @inline(never)
+    func deliverBehindQueued(_ change: UnsafeRawPointer, _ phase: _Phase) {
+        enqueue(change, phase)
+        deliverQueuedFirst()
     }
 
     /// Queues what the relation receives of the change `change` points to

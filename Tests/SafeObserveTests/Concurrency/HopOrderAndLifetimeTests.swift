@@ -137,6 +137,20 @@ private actor Worker {
 
 /// A plain default actor, used as a listener.
 private actor DefaultListenerActor {
+    /// Runs `body` on the actor.
+    func run(_ body: @Sendable () -> Void) { body() }
+
+    /// The listeners of ``observe(_:_:)``, kept for the actor's lifetime.
+    private var listeners: [Listener] = []
+
+    /// Observes `model`'s count from the actor, by a new listener the actor
+    /// keeps, so that its handler runs here.
+    func observe(_ model: HopModel, _ handler: @escaping @Sendable (HopModel, ObservedChange<Int>) -> Void) {
+        let listener = Listener()
+        listeners.append(listener)
+        model.safeObserve(\.count, by: listener, options: [.old, .new]) { _, model, change in handler(model, change) }
+    }
+
     /// Keeps the actor busy (synchronously) until `gate` opens, or 10 s pass.
     func block(entered: Flag, gate: Flag) {
         entered.set()
@@ -591,6 +605,28 @@ struct HopOrderAndLifetimeTests {
     /// end at the current value.
     @Test(arguments: [false, true])
     func aChangeMadeOnTheActorByAQueuedDeliverysHandler_followsTheChangesStillQueued(customExecutor: Bool) async {
+        let (log, count) = await deliverQueued(writes: [1, 2, 3], bumps: [1: 100], customExecutor: customExecutor)
+        #expect(log == ["0>1", "1>2", "2>3", "3>100"])
+        #expect(count == 100)
+    }
+
+    /// Two levels deep: a queued delivery's handler changes the property
+    /// (101), and while that change delivers what is still queued first,
+    /// another handler changes it again (103). Each is delivered after
+    /// every change stored before it, the first one included.
+    @Test(arguments: [false, true])
+    func aChangeNestedTwoLevelsDeepOnTheActor_followsEveryChangeStoredBeforeIt(customExecutor: Bool) async {
+        let (log, count) = await deliverQueued(
+            writes: [1, 2, 3, 4, 5], bumps: [1: 101, 3: 103], customExecutor: customExecutor)
+        #expect(log == ["0>1", "1>2", "2>3", "3>4", "4>5", "5>101", "101>103"])
+        #expect(count == 103)
+    }
+
+    /// Makes `writes` on another thread while a relation's actor (a default
+    /// actor, or one on a manual executor) is busy, so they are queued
+    /// together; its handler sets `bumps[newValue]` on the actor. Returns
+    /// what the handler was told, and the final value.
+    private func deliverQueued(writes: [Int], bumps: [Int: Int], customExecutor: Bool) async -> ([String], Int) {
         let model = HopModel()
         let log = EventLog()
         let executor = ManualExecutor()
@@ -598,7 +634,7 @@ struct HopOrderAndLifetimeTests {
         let plain = DefaultListenerActor()
         let handler: @Sendable (HopModel, ObservedChange<Int>) -> Void = { model, change in
             log.record("\(change.oldValue!)>\(change.newValue!)")
-            if change.newValue == 1 { model.count = 100 }  // on the actor
+            if let bump = bumps[change.newValue!] { model.count = bump }  // on the actor
         }
         if customExecutor {
             model.safeObserve(\.count, by: manual, options: [.old, .new]) { _, model, change in handler(model, change) }
@@ -608,30 +644,28 @@ struct HopOrderAndLifetimeTests {
         let gate = Flag()
         let entered = Flag()
         if !customExecutor {
-            // Busy, so the three changes below wait for it together.
+            // Busy, so the changes below wait for it together.
             Task.detached { await plain.block(entered: entered, gate: gate) }
             _ = await within(5) { entered.isSet }
         }
         onAnotherThread {
-            model.count = 1
-            model.count = 2
-            model.count = 3
+            for value in writes { model.count = value }
         }
         gate.set()
+        let expected = writes.count + bumps.count
         if customExecutor {
             onAnotherThread {
                 let deadline = ContinuousClock.now + .seconds(10)
-                while log.entries.count < 4, ContinuousClock.now < deadline {
+                while log.entries.count < expected, ContinuousClock.now < deadline {
                     executor.drain()
                     sched_yield()
                 }
             }
         }
-        let settled = await within(10) { log.entries.count == 4 }
+        let settled = await within(10) { log.entries.count == expected }
         #expect(settled, "\(log.entries)")
-        #expect(log.entries == ["0>1", "1>2", "2>3", "3>100"])
-        #expect(model.count == 100)
         withExtendedLifetime((manual, plain)) {}
+        return (log.entries, model.count)
     }
 
     /// The same on the main actor.
@@ -805,6 +839,40 @@ struct HopOrderAndLifetimeTests {
             #expect(told == ["0->1", "1->2", "2->3"], "relation \(name) was told \(told)")
         }
         withExtendedLifetime((a, b, c)) {}
+    }
+
+    /// The same with both relations on a default actor and the first change
+    /// made on another thread: the nested changes are made on the actor
+    /// while that change's setter may still be telling the second relation.
+    /// Each relation is told changes in stored order, never an older one
+    /// after a newer one, and ends on the model's value (the second may skip
+    /// the first change, made concurrently with the nested one).
+    @Test func twoRelationsThatEachNestAChangeOnTheirActor_areToldChangesInStoredOrder() async {
+        for _ in 0..<20 {
+            let model = HopModel()
+            let actor = DefaultListenerActor()
+            let logs = _Mutex<[String: [ObservedChange<Int>]]>([:])
+            // Stored in the order 1, 2, 3 (values grow): A's 2 is stored
+            // before B is told 1, by the writer or inside A's change.
+            for (name, bump) in [("a", 2), ("b", 3)] {
+                await actor.observe(model) { model, change in
+                    logs.withLock { $0[name, default: []].append(change) }
+                    if change.newValue == 1 { model.count = bump }
+                }
+            }
+            onAnotherThread { model.count = 1 }
+            _ = await within(5) {
+                logs.withLock { logs in ["a", "b"].allSatisfy { logs[$0]?.last?.newValue == model.count } }
+            }
+            await actor.run {}
+            for name in ["a", "b"] {
+                let told = logs.withLock { $0[name, default: []] }
+                let values = told.compactMap(\.newValue)
+                #expect(zip(values, values.dropFirst()).allSatisfy(<), "\(name) was told \(told.map(describe))")
+                #expect(
+                    values.last == model.count, "\(name) was told \(told.map(describe)), the value is \(model.count)")
+            }
+        }
     }
 
     /// The same with `.prior`: each relation's prior notifications pair with

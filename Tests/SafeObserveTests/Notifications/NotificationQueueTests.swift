@@ -344,33 +344,39 @@ struct NotificationQueueTests {
     /// it started, so the actor's other jobs run in between, and a waiter on
     /// the queue's own actor returns while the handler still enqueues. The
     /// handler stops by itself after `bound` posts, so that a job that holds
-    /// the actor fails the test instead of hanging it. Everything the test
-    /// checks runs on the queue's actor (the main one), so the checks count
-    /// posts in that actor's own order: a loaded thread pool cannot fail them.
-    @MainActor
+    /// the actor fails the test instead of hanging it. The other job and the
+    /// waiter are started by the handler itself, on the queue's actor (the
+    /// main one), so every check counts posts in that actor's own order: no
+    /// thread the test runs on, however loaded, can fail it.
     @Test(arguments: [NotificationHub.Queue.PostingStyle.asap, .whenIdle])
     func aHandlerThatKeepsEnqueueing_neverHoldsTheActor(style: NotificationHub.Queue.PostingStyle) async {
         let bound = 2_000_000
         let hub = NotificationHub()
         let queue = NotificationHub.Queue(hub: hub)  // the main actor
-        let stop = Flag()
         let posted = Atomic<Int>(0)
+        let afterJob = Atomic<Int>(-1)
+        let afterWait = Atomic<Int>(-1)
         hub.observe(.level, by: queue, isolation: nil) { queue, n in
             posted.store(n.payload, ordering: .relaxed)
-            guard !stop.isSet, n.payload < bound else { return }
+            if n.payload == 1 {
+                // Another main-actor job, and a waiter there, started while
+                // the handler enqueues.
+                Task { @MainActor in afterJob.store(posted.load(ordering: .relaxed), ordering: .relaxed) }
+                Task { @MainActor in
+                    await queue.waitUntilPosted()  // resumes on the queue's actor
+                    afterWait.store(posted.load(ordering: .relaxed), ordering: .relaxed)
+                }
+            }
+            guard n.payload < bound, afterWait.load(ordering: .relaxed) < 0 else { return }
             queue.enqueue(.level, payload: n.payload + 1, postingStyle: style)
         }
-        defer { stop.set() }
         queue.enqueue(.level, payload: 1, postingStyle: style)
-        // Another main-actor job, enqueued behind the queue's first one.
-        await Task { @MainActor in }.value
-        let afterJob = posted.load(ordering: .relaxed)
-        #expect(afterJob < bound, "the queue's job held the main actor until its handler stopped")
-        await queue.waitUntilPosted()  // resumes on the queue's actor
-        let afterWait = posted.load(ordering: .relaxed)
-        stop.set()
-        #expect(afterWait > afterJob, "the waiter returned before what was queued at the call was posted")
-        #expect(afterWait < bound, "the waiter on the queue's actor returned only once the handler stopped")
+        #expect(await eventually { afterWait.load(ordering: .relaxed) >= 0 && afterJob.load(ordering: .relaxed) >= 0 })
+        let job = afterJob.load(ordering: .relaxed)
+        let wait = afterWait.load(ordering: .relaxed)
+        #expect(job < bound, "the queue's job held the main actor until its handler stopped")
+        #expect(wait < bound, "the waiter on the queue's actor returned only once the handler stopped")
+        #expect(wait > 1, "the waiter returned before what was queued when it called was posted")
         #expect(await eventually { queue.count == 0 })
     }
 

@@ -76,12 +76,16 @@ struct ObservableModelRaceTests {
     @Test func aSlowInitialCall_isFirst_andAlone_whileAnotherThreadWrites() async {
         let store = LockedStore()
         let stop = Flag()
-        let writer = Task.detached {
+        let stopped = Flag()
+        // A plain thread: a task spinning on the cooperative pool could
+        // starve this test's own task.
+        _detachThread {
             var value = 0
             while !stop.isSet {
                 value += 1
                 store.count = value
             }
+            stopped.set()
         }
         var problems: [String] = []
         for run in 0..<50 {
@@ -104,7 +108,7 @@ struct ObservableModelRaceTests {
             withExtendedLifetime(listener) {}
         }
         stop.set()
-        await writer.value
+        #expect(await eventually { stopped.isSet })
         #expect(problems.isEmpty, "\(problems.prefix(5))")
     }
 
