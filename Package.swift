@@ -77,6 +77,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "ObservableDemo",
+            dependencies: ["SafeObserve"],
+            path: "Examples/ObservableDemo",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "KVOMigrationDemo",
             dependencies: ["SafeObserve"],
             path: "Examples/KVOMigrationDemo",
