@@ -71,7 +71,9 @@ func demo() async {
     print("   before: badge \(viewModel.badge), owner \(viewModel.owner)")
     await Syncer().sync(store, count: 5)
     await settle()
-    print("   after 5 changes: badge \(viewModel.badge), in \(viewModel.deliveries - 1) deliveries, each on the main actor")
+    print(
+        "   after 5 changes: badge \(viewModel.badge), in \(viewModel.deliveries - 1) deliveries, each on the main actor"
+    )
 
     print("2. A chain follows a replaced link")
     store.account = Account(name: "grace")
