@@ -7,7 +7,7 @@
 
 import Dispatch
 import Foundation
-import Observation
+@_spi(SwiftUI) import Observation
 import OpenCombine
 import OpenCombineDispatch
 import SafeObserve
@@ -113,7 +113,7 @@ final class MainActorSink {
 
 extension Scenarios {
     /// The asynchronous scenarios, numbered after `all` by `InstructionCounts`.
-    public static let concurrent: [AsyncScenario] = oneAtATime + burst + sequences
+    public static let concurrent: [AsyncScenario] = oneAtATime + burst + sequences + observableModels
 
     // One change in flight: the producer waits for each delivery.
     static let oneAtATime: [AsyncScenario] = [
@@ -293,6 +293,123 @@ extension Scenarios {
             consumer.cancel()
         },
     ]
+}
+
+extension Scenarios {
+    // An `@Observable` model changed off the main actor, told to main-actor
+    // code (issue 32): SafeObserve beside a hand-written
+    // `withObservationTracking` (after the store) that hops to the main actor
+    // (the floor) and `Observations`.
+    static let observableModels: [AsyncScenario] = [
+        AsyncScenario(
+            operation: "@Observable change off the main actor, told on it (one at a time)",
+            peer: "withObservationTracking(didSet:) + Task { @MainActor } (floor)"
+        ) { n in
+            let model = SharedObservableModel()
+            let sink = MainActorSink(awaiting: "the tracking's task of each change")
+            await MainActor.run { trackOnMainActor(model, sink, resumingAt: nil) }
+            for i in 1...n { await sink.handoff.wait { model.value = i } }
+        },
+        AsyncScenario(
+            operation: "@Observable change off the main actor, told on it (one at a time)",
+            peer: "SafeObserve, main-actor handler"
+        ) { n in
+            let model = SharedObservableModel()
+            let sink = MainActorSink(awaiting: "the delivery of each change")
+            let token = await MainActor.run {
+                model.safeObserve(\.value, by: sink) { sink, _, change in
+                    sink.add(change.newValue!)
+                    sink.handoff.resume()
+                }
+            }
+            for i in 1...n { await sink.handoff.wait { model.value = i } }
+            token.invalidate()
+        },
+        AsyncScenario(
+            operation: "@Observable change off the main actor, told on it (one at a time)",
+            peer: "Observation Observations on the main actor"
+        ) { n in
+            let model = SharedObservableModel()
+            let sink = MainActorSink(awaiting: "Observations to yield each change")
+            let consumer = await sink.handoff.waitForStart {
+                Task { @MainActor in
+                    for await value in Observations({ model.value }) {
+                        sink.add(value)
+                        sink.handoff.resume()
+                    }
+                }
+            }
+            for i in 1...n { await sink.handoff.wait { model.value = i } }
+            consumer.cancel()
+        },
+        AsyncScenario(
+            operation: "@Observable change off the main actor, told on it (burst)",
+            peer: "withObservationTracking(didSet:) + Task { @MainActor } (floor)"
+        ) { n in
+            let model = SharedObservableModel()
+            let sink = MainActorSink(awaiting: "the tracking's task to see the last value, \(n)")
+            await MainActor.run { trackOnMainActor(model, sink, resumingAt: n) }
+            await sink.handoff.wait {
+                for i in 1...n { model.value = i }
+            }
+        },
+        AsyncScenario(
+            operation: "@Observable change off the main actor, told on it (burst)",
+            peer: "SafeObserve, main-actor handler"
+        ) { n in
+            let model = SharedObservableModel()
+            let sink = MainActorSink(awaiting: "the delivery of the last value, \(n)")
+            let token = await MainActor.run {
+                model.safeObserve(\.value, by: sink) { sink, _, change in
+                    sink.add(change.newValue!)
+                    if change.newValue! == n { sink.handoff.resume() }
+                }
+            }
+            await sink.handoff.wait {
+                for i in 1...n { model.value = i }
+            }
+            token.invalidate()
+        },
+        AsyncScenario(
+            operation: "@Observable change off the main actor, told on it (burst)",
+            peer: "Observation Observations on the main actor"
+        ) { n in
+            let model = SharedObservableModel()
+            let sink = MainActorSink(awaiting: "Observations to yield the last value, \(n)")
+            let consumer = await sink.handoff.waitForStart {
+                Task { @MainActor in
+                    for await value in Observations({ model.value }) {
+                        sink.add(value)
+                        if value == 0 || value == n { sink.handoff.resume() }
+                    }
+                }
+            }
+            await sink.handoff.wait {
+                for i in 1...n { model.value = i }
+            }
+            consumer.cancel()
+        },
+    ]
+}
+
+/// The floor for an `@Observable` model: what code without SafeObserve
+/// writes at best. One continuous after-the-store tracking of `model.value`
+/// (Observation's SPI, whose interface the Linux toolchain ships); each
+/// report hops to the main actor with a task that reads the value and tells
+/// `sink`, which resumes the producer at each value (`resumingAt` `nil`) or
+/// at `resumingAt`.
+@MainActor
+func trackOnMainActor(_ model: SharedObservableModel, _ sink: MainActorSink, resumingAt last: Int?) {
+    let first = withObservationTracking {
+        model.value
+    } didSet: { _ in
+        Task { @MainActor in
+            let value = model.value
+            sink.add(value)
+            if last == nil || value == last { sink.handoff.resume() }
+        }
+    }
+    sink.add(first)
 }
 
 extension Handoff {
