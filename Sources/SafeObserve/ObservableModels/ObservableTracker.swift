@@ -50,6 +50,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// entries: twice the count left by the last removal, so that
         /// removal costs O(1) amortized per registration.
         var removalThreshold = 16
+        /// The value the last tracked read returned (before-the-store
+        /// tracking only: what a verification compares with).
+        var lastRead: Value?
     }
 
     let keyPath: KeyPath<Root, Value>
@@ -91,6 +94,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         }
         let removesEnded = state.withLock { state -> Bool? in
             guard state.machine.phase != .stopped else { return nil }
+            if isFirst, !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
             state.entries.append(Entry(relation: _RelationReference(relation), last: value, isHeld: holding))
             return state.entries.count >= state.removalThreshold
         }
@@ -175,7 +179,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
 
     /// The job, on the tracker's isolation.
     private func deliver() {
-        guard let (cancel, generation) = state.withLock({ $0.machine.beginDelivery() }) else { return }
+        guard let (cancel, generation, verifiesOnly) = state.withLock({ $0.machine.beginDelivery() }) else { return }
         // unsafeDowncast: the model this tracker was made for.
         guard let model = model.load().map({ unsafeDowncast($0, to: Root.self) }) else {
             for tracking in cancel { tracking.cancel() }
@@ -187,6 +191,16 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             stop()
             sentinel?.forget(self, key: key)
             return
+        }
+        if verifiesOnly {
+            // Compared unlocked: `==` is the value type's code.
+            let lastRead = state.withLock { $0.lastRead }
+            if let lastRead, _isSameValue(model[keyPath: keyPath], lastRead) {
+                let (reschedule, released) = state.withLock { $0.machine.endDelivery() }
+                _ = released
+                if reschedule { schedule() }  // a report came meanwhile
+                return
+            }
         }
         let value = track(model, generation: generation)
         // After the next tracking is installed: a change made in between
@@ -224,6 +238,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 state.entries[index].last = value
             }
             let (reschedule, released) = state.machine.endDelivery()
+            if !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
             return (replaced, reschedule, released)
         }
         // Unlocked: values may be anything, and the sentinel's deinit ends
@@ -231,6 +246,22 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         _ = (replaced, released)
         removeEnded(from: entries)
         if reschedule { schedule() }
+        if !_ObservationTrackingLayer.reportsAfterTheStore, !verifiesOnly { scheduleVerifications() }
+    }
+
+    /// Before-the-store tracking only: a delivery that ran between a
+    /// report and its store read the old value, and re-tracked too late for
+    /// that store. So the key path is read again on the tracker's isolation
+    /// a little after each delivery (see ``_ObservationTrackingLayer/verificationDelays``),
+    /// and delivered if it changed.
+    private func scheduleVerifications() {
+        Task { [weak self] in
+            for delay in _ObservationTrackingLayer.verificationDelays {
+                try? await Task.sleep(for: delay)
+                guard let self else { return }
+                if state.withLock({ $0.machine.verify() }) { schedule() }
+            }
+        }
     }
 
     override var isStopped: Bool { state.withLock { $0.machine.phase == .stopped } }

@@ -34,6 +34,9 @@ struct _ObservableTrackerStateMachine {
     private var keptSentinel: _ModelSentinel?
     /// The generation of the next tracking the job installs.
     private(set) var nextGeneration: UInt64 = 1
+    /// Whether the scheduled job was asked for by ``verify()`` only (no
+    /// tracking reported since the last delivery).
+    private var verifiesOnly = false
 
     enum ChangedAction {
         case none
@@ -52,11 +55,17 @@ struct _ObservableTrackerStateMachine {
             return .cancel(tracking)
         case .idle:
             phase = .scheduled
+            verifiesOnly = false
             file(generation, tracking)
             keptSentinel = keptSentinel ?? sentinel
             return .schedule
         case .scheduled:
+            verifiesOnly = false
             file(generation, tracking)
+            // Scheduled without a report (`verify()`, `redeliver()`), no
+            // sentinel is kept yet; the tracking that reported, which held
+            // it, is gone.
+            keptSentinel = keptSentinel ?? sentinel
             return .none
         case .delivering:
             phase = .delivering(dirty: true)
@@ -95,13 +104,26 @@ struct _ObservableTrackerStateMachine {
         if case .delivering = phase { phase = .delivering(dirty: true) }
     }
 
-    mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64)? {
+    /// A job that checks whether a change was stored after the last
+    /// delivery read the key path, with no report (the before-the-store
+    /// tracking's race): scheduled if nothing else is.
+    mutating func verify() -> Bool {
+        guard phase == .idle else { return false }
+        phase = .scheduled
+        verifiesOnly = true
+        return true
+    }
+
+    mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64, verifiesOnly: Bool)? {
         guard phase == .scheduled else { return nil }
         phase = .delivering(dirty: false)
-        defer { fired = [] }
+        defer {
+            fired = []
+            verifiesOnly = false
+        }
         let generation = nextGeneration
         nextGeneration &+= 1
-        return (fired.map(\.tracking), generation)
+        return (fired.map(\.tracking), generation, verifiesOnly)
     }
 
     /// The job ends: whether to schedule another (a change came while it

@@ -48,6 +48,12 @@ enum _ObservationTrackingLayer {
         #endif
     }
 
+    /// How long after a delivery the before-the-store tracking's trackers
+    /// read the key path again, to deliver a store that landed after the
+    /// delivery read it (the writer was suspended between Observation's
+    /// report and its store). Unused after the store.
+    static let verificationDelays: [Duration] = [.milliseconds(2), .milliseconds(100)]
+
     /// Runs `read` with tracking and returns its result; `changed` is called
     /// on the mutating thread for the changes of what `read` read (see the
     /// file's header for when), with the tracking that fired.
