@@ -68,6 +68,58 @@ extension Observable where Self: AnyObject {
             initial: { changeHandler(listener, self, $0) })
     }
 
+    /// Observes `keyPath` on this `@Observable` model on behalf of the
+    /// actor `listener`: the handler runs on it, with the actor as an
+    /// `isolated` parameter.
+    ///
+    /// ```swift
+    /// actor Log {
+    ///     var counts: [Int] = []
+    ///     func watch(_ store: Store) {
+    ///         store.safeObserve(\.count, by: self) { log, _, change in log.counts.append(change.newValue!) }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// As with ``safeObserve(_:by:options:isolation:changeHandler:)``, a
+    /// change is delivered after the mutating call returned, here on the
+    /// listener's executor, and the relation ends when either side dies; it
+    /// keeps neither alive. `.initial` is delivered before this call returns
+    /// when it is made on the listener's executor; from elsewhere, first, in
+    /// a job on it.
+    ///
+    /// - Parameters:
+    ///   - keyPath: What to observe, read on this model.
+    ///   - listener: The actor the handler runs on. Never retained.
+    ///   - options: What the handler receives; `[.new]` by default (`.prior`
+    ///     does not apply, as above).
+    ///   - changeHandler: Called on `listener`'s executor with the actor,
+    ///     this model and the change.
+    /// - Returns: The relation's token. Keeping it is optional.
+    @discardableResult
+    public func safeObserve<Listener: Actor, Value>(
+        _ keyPath: KeyPath<Self, Value>,
+        by listener: Listener,
+        options: ObservationOptions = .new,
+        changeHandler: @escaping @Sendable (isolated Listener, Self, ObservedChange<Value>) -> Void
+    ) -> ObservationToken {
+        // unsafeBitCast: an `isolated` parameter changes no calling convention
+        // (`Actor.assumeIsolated` relies on the same); the tracker calls the
+        // handler only on `listener`'s executor.
+        let handler = unsafeBitCast(
+            changeHandler, to: (@Sendable (Listener, Self, ObservedChange<Value>) -> Void).self)
+        let isOnListener = _isCurrentExecutor(
+            listener.unownedExecutor, isMainActor: (listener as AnyObject) === MainActor.shared)
+        return _ObservableRegistration.register(
+            self, keyPath, by: listener, options: options, isolation: listener,
+            deliver: _makeDeliver(options, unisolated: handler),
+            initial: { handler(listener, self, $0) },
+            // unsafeBitCast: a class reference is passed as `AnyObject` alike;
+            // the tracker calls it with this relation's listener only.
+            initialInJob: isOnListener
+                ? nil : unsafeBitCast(handler, to: (@Sendable (AnyObject, Self, ObservedChange<Value>) -> Void).self))
+    }
+
     /// Stops `listener` observing `keyPath` on this model.
     ///
     /// Idempotent, and safe inside handlers and inside the listener's
@@ -167,7 +219,8 @@ extension Observable where Self: AnyObject {
 enum _ObservableRegistration {
     static func register<Root: Observable & AnyObject, Listener: AnyObject, Value>(
         _ model: Root, _ keyPath: KeyPath<Root, Value>, by listener: Listener, options: ObservationOptions,
-        isolation: (any Actor)?, deliver: @escaping _Deliver, initial: (ObservedChange<Value>) -> Void
+        isolation: (any Actor)?, deliver: @escaping _Deliver, initial: (ObservedChange<Value>) -> Void,
+        initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)? = nil
     ) -> ObservationToken {
         let inert = ObservationToken(inertWith: options)
         let types: (root: Any.Type, value: Any.Type, listener: Any.Type) = (Root.self, Value.self, Listener.self)
@@ -208,10 +261,14 @@ enum _ObservableRegistration {
             // unsafeDowncast: trackers are filed by their type.
             let tracker = unsafeDowncast(anyTracker, to: _ObservableTracker<Root, Value>.self)
             let deliversInitial = options.contains(.initial)
-            guard let start = tracker.add(relation, to: model, isFirst: isFirst, holding: deliversInitial) else {
-                continue
-            }
-            if deliversInitial {
+            // `.initial` here, or (`initialInJob`: off the handler's actor) in a job there.
+            let initialHere = deliversInitial && initialInJob == nil
+            guard
+                let start = tracker.add(
+                    relation, to: model, isFirst: isFirst, holding: initialHere,
+                    initialInJob: deliversInitial ? initialInJob : nil)
+            else { continue }
+            if initialHere {
                 if relation.isActive { initial(ObservedChange(newValue: start, oldValue: nil, isInitial: true)) }
                 tracker.release(relation)
             }

@@ -41,6 +41,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         var isHeld: Bool
         /// A job skipped it while it was held.
         var wasSkipped = false
+        /// Delivers its `.initial`, which is the next job's to deliver (it
+        /// was registered off the tracker's actor): then released.
+        var initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)?
     }
 
     struct State {
@@ -84,7 +87,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// and returns the value it starts from; `nil` if the tracker stopped
     /// meanwhile (then the caller finds another). The tracker's first
     /// relation reads it tracked, which installs the first tracking.
-    func add(_ relation: _Relation, to model: Root, isFirst: Bool, holding: Bool) -> Value? {
+    func add(
+        _ relation: _Relation, to model: Root, isFirst: Bool, holding: Bool,
+        initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)? = nil
+    ) -> Value? {
         let value: Value
         if isFirst {
             let generation = state.withLock { $0.machine.nextGeneration }
@@ -95,10 +101,12 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         let removesEnded = state.withLock { state -> Bool? in
             guard state.machine.phase != .stopped else { return nil }
             if isFirst, !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
-            state.entries.append(Entry(relation: _RelationReference(relation), last: value, isHeld: holding))
+            state.entries.append(
+                Entry(relation: _RelationReference(relation), last: value, isHeld: holding, initialInJob: initialInJob))
             return state.entries.count >= state.removalThreshold
         }
         guard let removesEnded else { return nil }
+        if initialInJob != nil, state.withLock({ $0.machine.redeliver() }) { schedule() }
         // Bounded: the ended relations go whenever the entries doubled.
         if removesEnded { removeEnded(from: state.withLock { $0.entries }) }
         return value
@@ -209,14 +217,18 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         for entry in entries where !entry.isHeld {
             // The same value is no change (a change stored after the last
             // job read it was read by that job).
-            guard !_isSameValue(value, entry.last) else { continue }
+            guard entry.initialInJob != nil || !_isSameValue(value, entry.last) else { continue }
             guard let relation = entry.relation.load(), relation.isActive else { continue }
             guard let listener = relation.listener.load() else {
                 relation.endForDeadListener()
                 continue
             }
-            withUnsafePointer(to: ObservedChange(newValue: value, oldValue: entry.last)) {
-                relation.deliver(listener, model, UnsafeRawPointer($0), .change)
+            if let initial = entry.initialInJob {
+                initial(listener, model, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
+            } else {
+                withUnsafePointer(to: ObservedChange(newValue: value, oldValue: entry.last)) {
+                    relation.deliver(listener, model, UnsafeRawPointer($0), .change)
+                }
             }
             withExtendedLifetime(listener) {}
         }
@@ -236,6 +248,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 }
                 replaced.append(state.entries[index].last)
                 state.entries[index].last = value
+                state.entries[index].initialInJob = nil
             }
             let (reschedule, released) = state.machine.endDelivery()
             if !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
