@@ -51,7 +51,7 @@ import Synchronization
 /// Observing the same (object, key path) through one controller twice is one
 /// relation: the second call does nothing, and its callback and options are
 /// discarded (the first registration wins, as in KVOController). To replace
-/// a callback, ``unobserve(_:keyPath:)`` first.
+/// a callback, ``unobserve(_:keyPath:)-9ouwe`` first.
 ///
 /// ## Threading
 ///
