@@ -9,9 +9,17 @@ class _AnyHop: @unchecked Sendable {
     /// rather than an override, formed where the relation is registered, so
     /// that it runs specialized code (a generic class's overrides are not).
     @usableFromInline let deliverQueued: @Sendable (_ hop: _AnyHop, _ firstTicket: UInt64, _ count: Int) -> Void
+    /// Whether the relation is a notification observer's: while the job
+    /// delivers its queued posts, a post made on the actor is nested in
+    /// one of them (see ``_Mailbox/notifying(_:)``).
+    @usableFromInline let deliversNotifications: Bool
 
     @usableFromInline
-    init(deliverQueued: @escaping @Sendable (_ hop: _AnyHop, _ firstTicket: UInt64, _ count: Int) -> Void) {
+    init(
+        deliversNotifications: Bool = false,
+        deliverQueued: @escaping @Sendable (_ hop: _AnyHop, _ firstTicket: UInt64, _ count: Int) -> Void
+    ) {
+        self.deliversNotifications = deliversNotifications
         self.deliverQueued = deliverQueued
     }
 
@@ -69,13 +77,17 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     // under `mailbox.state`'s lock, which makes every access exclusive.
     @exclusivity(unchecked) @usableFromInline nonisolated(unsafe) var queue = Queue()
 
-    /// A hop to `actor` for a relation on `root`.
+    /// A hop to `actor` for a relation on `root`; `deliversNotifications`
+    /// for a notification observer's (see ``_AnyHop/deliversNotifications``).
     @inlinable
     convenience init(
-        actor: any Actor, root: Root, options: ObservationOptions,
+        actor: any Actor, root: Root, options: ObservationOptions, deliversNotifications: Bool = false,
         handler: @escaping (Listener, Root, ObservedChange<Value>) -> Void
     ) {
-        self.init(mailbox: _Mailbox.of(actor), root: root, options: options, handler: handler) {
+        self.init(
+            mailbox: _Mailbox.of(actor), root: root, options: options, deliversNotifications: deliversNotifications,
+            handler: handler
+        ) {
             hop, firstTicket, count in
             // unsafeDowncast: the mailbox calls this with this hop only.
             unsafeDowncast(hop, to: _Hop.self).deliverRun(from: firstTicket, count: count)
@@ -84,7 +96,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
 
     @usableFromInline
     init(
-        mailbox: _Mailbox, root: Root, options: ObservationOptions,
+        mailbox: _Mailbox, root: Root, options: ObservationOptions, deliversNotifications: Bool,
         handler: @escaping (Listener, Root, ObservedChange<Value>) -> Void,
         deliverQueued: @escaping @Sendable (_AnyHop, UInt64, Int) -> Void
     ) {
@@ -96,7 +108,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         self.options = options
         receivesNewValueOnly = options.intersection([.new, .old, .prior]) == .new
         self.root = _UnretainedReference(root)
-        super.init(deliverQueued: deliverQueued)
+        super.init(deliversNotifications: deliversNotifications, deliverQueued: deliverQueued)
     }
 
     /// Gives the hop its relation (from its token), which is checked before
@@ -118,6 +130,28 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     func isOnActorAfterQueued() -> Bool {
         guard _isCurrentExecutor(executor, isMainActor: isMainActor) else { return false }
         if hasPending.load(ordering: .acquiring) { deliverQueuedFirst() }
+        return true
+    }
+
+    /// Whether this thread runs on the actor, having called `deliver` (the
+    /// delivery of a post to this notification observer) if so; otherwise
+    /// the caller queues the post with ``enqueue(_:)``.
+    ///
+    /// A post made on the actor while no notification handler runs there
+    /// is delivered after what the observer still has queued, as a change
+    /// is (``isOnActorAfterQueued()``). One made while a notification
+    /// handler runs there (a post from inside a handler, whether its own
+    /// post was made there or queued) is delivered at once, before what is
+    /// queued, as when every post is made on the actor: so it reaches each
+    /// observer before the outer post goes on, and a running handler is
+    /// never re-entered with a queued post.
+    @inlinable
+    func isOnActorAfterNotifying(_ deliver: () -> Void) -> Bool {
+        guard _isCurrentExecutor(executor, isMainActor: isMainActor) else { return false }
+        mailbox.notifying {
+            if $0, hasPending.load(ordering: .acquiring) { deliverQueuedFirst() }
+            deliver()
+        }
         return true
     }
 

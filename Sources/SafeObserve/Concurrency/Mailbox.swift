@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The deliveries waiting for one executor, for every relation isolated to
 /// an actor on it, in the order the changes were made.
 ///
@@ -45,6 +47,14 @@ final class _Mailbox: @unchecked Sendable {
     // handlers it calls (one job at a time).
     @exclusivity(unchecked) @usableFromInline nonisolated(unsafe) var batch: _Batch?
 
+    /// How many notification handlers run on the executor (posts to
+    /// observers isolated to it being delivered, by the job or by a post
+    /// made there), to tell a post made there from inside one of them
+    /// (``_Hop/isOnActorAfterNotifying(_:)``). Touched only on the
+    /// executor, like `batch`; atomic (relaxed) so as to need no unsafe
+    /// access.
+    @usableFromInline let notificationHandlers = Atomic<Int>(0)
+
     @usableFromInline
     struct _Batch {
         @usableFromInline let hop: ObjectIdentifier
@@ -81,6 +91,16 @@ final class _Mailbox: @unchecked Sendable {
 
     deinit {
         if !isMainActor { Self.table.withLock { _ = $0.removeValue(forKey: Self.identity(of: executor)) } }
+    }
+
+    /// Runs `body` on the executor as a notification handler (see
+    /// `notificationHandlers`), telling it whether none was running.
+    @inlinable
+    func notifying<Result>(_ body: (_ isOutermost: Bool) -> Result) -> Result {
+        let running = notificationHandlers.load(ordering: .relaxed)
+        notificationHandlers.store(running &+ 1, ordering: .relaxed)
+        defer { notificationHandlers.store(running, ordering: .relaxed) }
+        return body(running == 0)
     }
 
     // MARK: Finding the mailbox of an actor
@@ -179,7 +199,11 @@ final class _Mailbox: @unchecked Sendable {
                 guard let hop else { continue }
                 // unsafeDowncast: entries are only filed by hops.
                 let anyHop = unsafeDowncast(hop, to: _AnyHop.self)
-                anyHop.deliverQueued(anyHop, firstTicket, count)
+                if anyHop.deliversNotifications {
+                    notifying { _ in anyHop.deliverQueued(anyHop, firstTicket, count) }
+                } else {
+                    anyHop.deliverQueued(anyHop, firstTicket, count)
+                }
             case .ended:
                 return false
             case .bounded:

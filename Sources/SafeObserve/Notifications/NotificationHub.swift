@@ -29,7 +29,9 @@
 ///   an actor runs on that actor (see "Observing from actors and async code").
 /// - Handlers never run while the hub holds a lock: they may observe,
 ///   unobserve, post or release anything. A post from inside a handler is
-///   delivered at once, before the outer post continues to later observers.
+///   delivered at once, before the outer post continues to later observers
+///   (to observers on an actor: when made on it, before what they have
+///   queued; see "Delivery" in the Notifications article).
 public final class NotificationHub: Sendable {
     /// The process's shared hub.
     ///
@@ -261,17 +263,16 @@ public final class NotificationHub: Sendable {
         nonisolated(unsafe) let handler = handler
         if let isolation {
             let actorHop = _Hop<Listener, AnyObject, Value>(
-                actor: isolation, root: sender ?? self, options: .new
+                actor: isolation, root: sender ?? self, options: .new, deliversNotifications: true
             ) { listener, _, change in handler(listener, change.newValue.unsafelyUnwrapped) }
             hop = actorHop
             deliver = { listener, root, notification, _ in
                 let notification = notification.assumingMemoryBound(to: Value.self).pointee
-                if actorHop.isOnActorAfterQueued() {
+                let onActor = actorHop.isOnActorAfterNotifying {
                     // unsafeDowncast: the relation's listener is `listener`.
                     handler(unsafeDowncast(listener, to: Listener.self), notification)
-                } else {
-                    actorHop.enqueue(ObservedChange(newValue: notification, oldValue: nil))
                 }
+                if !onActor { actorHop.enqueue(ObservedChange(newValue: notification, oldValue: nil)) }
             }
         } else {
             hop = nil

@@ -17,8 +17,10 @@ extension NotificationHub {
     /// other activity needed (while such a sequence exists, a thread probes
     /// its senders every quarter second; it ends when none is left, so
     /// nothing runs for a process without one). Nothing is yielded after
-    /// the sender died. Neither the sequence nor its iterator keeps the hub
-    /// or the sender alive.
+    /// the sender died: the notifications still buffered then are dropped,
+    /// and the next call to `next` returns `nil`, as it does from then on.
+    /// Neither the sequence nor its iterator keeps the hub or the sender
+    /// alive.
     ///
     /// - Parameters:
     ///   - name: The name to observe.
@@ -81,7 +83,7 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         let senderObject = sender?.load()
         guard let target, sender == nil || senderObject != nil else {
             continuation.finish()
-            return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
+            return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay, sender: nil)
         }
         // The finisher finishes the stream when the relation (and so this
         // handler) is released, however it ends.
@@ -119,7 +121,7 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
             if let watch { _SenderWatch.unwatch(watch.sender, id: watch.id) }
         }
         if !token.isActive { continuation.finish() }
-        return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
+        return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay, sender: sender)
     }
 
     /// The proxy of `sender` if it adopts ``SafeObserver`` (created if
@@ -145,9 +147,30 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
     /// `for await` calls ``next(isolation:)``, which awaits in the caller's
     /// isolation; ``next()`` compiles only from nonisolated code.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<Element>.Iterator
+        /// The stream; `nil` once the sender died (dropped then, which ends
+        /// the relation and releases what was buffered).
+        var base: AsyncStream<Element>.Iterator?
         /// The listener of the relation: it ends when the iterator dies.
         let relay: _StreamRelay
+        /// The sender the sequence filters on, if any: a notification it
+        /// posted is yielded only while it lives.
+        let sender: _UnretainedReference?
+
+        init(base: AsyncStream<Element>.Iterator, relay: _StreamRelay, sender: _UnretainedReference?) {
+            self.base = base
+            self.relay = relay
+            self.sender = sender
+        }
+
+        /// `element`, unless the sender died (then the stream is dropped:
+        /// what it still buffers is never yielded).
+        ///
+        /// - Complexity: O(1): one liveness probe.
+        private mutating func passing(_ element: Element?) -> Element? {
+            guard let sender, sender.isGone else { return element }
+            base = nil
+            return nil
+        }
 
         /// The next notification, or `nil` once the sequence finished,
         /// awaited off any actor.
@@ -163,8 +186,9 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         /// It compiles only from nonisolated code (the iterator is not
         /// `Sendable`); from an actor, call ``next(isolation:)``.
         public mutating func next() async -> Element? {
+            guard base != nil else { return nil }
             relay.consumer.record()
-            return await base.next()
+            return passing(await base!.next())
         }
 
         /// The next notification, or `nil` once the sequence finished,
@@ -174,8 +198,9 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         /// let notification = await iterator.next(isolation: #isolation)
         /// ```
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
+            guard base != nil else { return nil }
             relay.consumer.record()
-            return await base.next(isolation: actor)
+            return passing(await base!.next(isolation: actor))
         }
     }
 }

@@ -525,6 +525,31 @@ struct NotificationHubSequenceTests {
         #expect(_SenderWatch._count(of: sender) == 0, "nor a watch")
         hub.post(.count, payload: 1, from: sender)
     }
+
+    /// PostedNotifications: "Nothing is yielded after the sender died" —
+    /// not even what was buffered for a consumer busy when it died, whether
+    /// the sender adopts `SafeObserver` (its sequences finish in its
+    /// `deinit`) or not (the watch finds it dead later): the sequence ends
+    /// there, and what it buffered is released (issue 32, D4).
+    @Test(arguments: [false, true])
+    func notificationsBufferedWhenTheSenderDies_areNeverYielded_andAreReleased(senderIsSafeObserver: Bool) async {
+        final class SafeSender: SafeObserver, Sendable {
+            let observerLifetime = ObserverLifetime()
+        }
+        let hub = NotificationHub()
+        let name = NotificationName<Payload>("sequence.payload")
+        let lifetime = LifetimeCounter()
+        var sender: AnyObject? = senderIsSafeObserver ? SafeSender() : Sender()
+        var iterator = hub.notifications(named: name, from: sender!).makeAsyncIterator()
+        for _ in 1...3 { hub.post(name, payload: Payload(lifetime: lifetime), from: sender!) }
+        #expect(await iterator.next() != nil, "the first post is yielded while the sender lives")
+        #expect(lifetime.liveCount == 2, "two posts buffered")
+        sender = nil
+        #expect(await iterator.next() == nil, "a notification buffered before the sender died was yielded after it")
+        #expect(await iterator.next() == nil, "the sequence goes on after its end")
+        #expect(lifetime.liveCount == 0, "the buffered notifications outlive the sequence's end")
+        #expect(hub.relations().isEmpty, "the sequence's relation outlives its end")
+    }
 }
 
 @MainActor
