@@ -10,15 +10,15 @@ import SafeObserve
 
 /// The store as a codebase already has it: Swift's Observation, no
 /// SafeObserve in it.
-// @unchecked Sendable: changed by `Syncer` only, one change at a time.
 @Observable
+// @unchecked Sendable: changed by `Syncer` only, one change at a time.
 final class Store: @unchecked Sendable {
     var unread = 0
     var account = Account(name: "ada")
 }
 
-// @unchecked Sendable: changed by one actor at a time.
 @Observable
+// @unchecked Sendable: changed by one actor at a time.
 final class Account: @unchecked Sendable {
     var name: String
     init(name: String) { self.name = name }

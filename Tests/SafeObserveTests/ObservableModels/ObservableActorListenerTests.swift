@@ -8,8 +8,8 @@ import Testing
 
 @testable import SafeObserve
 
-// @unchecked Sendable: each test changes it from one thread at a time.
 @Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
 private final class Meter: @unchecked Sendable {
     var level = 0
 }

@@ -8,8 +8,8 @@ import Testing
 
 @testable import SafeObserve
 
-// @unchecked Sendable: each test changes it from one thread at a time.
 @Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
 private final class SStore: @unchecked Sendable {
     var count = 0
     var account = SAccount()
@@ -22,8 +22,8 @@ private final class SStore: @unchecked Sendable {
     deinit { lifetime?.didDeinit() }
 }
 
-// @unchecked Sendable: each test changes it from one thread at a time.
 @Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
 private final class SAccount: @unchecked Sendable {
     var balance = 0
 }

@@ -10,8 +10,8 @@ import Testing
 
 // MARK: - Fixtures
 
-// @unchecked Sendable: each test changes it from one thread at a time.
 @Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
 private final class OAccount: @unchecked Sendable {
     var balance = 0
     @ObservationIgnored let lifetime: LifetimeCounter?
@@ -23,8 +23,8 @@ private final class OAccount: @unchecked Sendable {
     deinit { lifetime?.didDeinit() }
 }
 
-// @unchecked Sendable: each test changes it from one thread at a time.
 @Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
 private final class OStore: @unchecked Sendable {
     var count = 0
     var first = "Ada"
