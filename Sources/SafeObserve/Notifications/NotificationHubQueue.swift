@@ -235,9 +235,11 @@ extension NotificationHub {
         /// still queued (check `Task.isCancelled` to tell).
         ///
         /// - Parameter isolation: The actor the caller resumes on; the
-        ///   caller's by default. Called on the queue's actor, it resumes in
-        ///   that actor's own order, behind the job that posted what it
-        ///   waited for, never behind a busy thread pool.
+        ///   caller's by default. How soon the caller runs again once its
+        ///   notifications are posted is the runtime's: on Linux, a task
+        ///   resumed on the main actor comes back through the cooperative
+        ///   thread pool, so a busy pool delays it while the actor's other
+        ///   jobs run.
         /// - Complexity: O(1) amortized, plus the wait.
         public func waitUntilPosted(isolation: isolated (any Actor)? = #isolation) async {
             let id = nextWaiterID.wrappingAdd(1, ordering: .relaxed).oldValue
