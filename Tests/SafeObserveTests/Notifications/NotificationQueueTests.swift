@@ -406,7 +406,10 @@ struct NotificationQueueTests {
         }
         #expect(afterWait.load(ordering: .relaxed) >= 0 && afterJob.load(ordering: .relaxed) >= 0)
         #expect(queue.count == 0)
-        return (afterJob.load(ordering: .relaxed), afterWait.load(ordering: .relaxed), stoppedAt.load(ordering: .relaxed))
+        return (
+            afterJob.load(ordering: .relaxed), afterWait.load(ordering: .relaxed),
+            stoppedAt.load(ordering: .relaxed)
+        )
     }
 
     @Test func aListenerThatDiesBeforeThePost_isNotCalled() async {
