@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The relation's handler: yields each change to `continuation`. It holds
 /// a finisher, released with the handler whenever the relation ends (the
 /// object died, the iterator was cancelled or dropped), which finishes the
@@ -58,6 +60,12 @@ final class _StreamConsumer: Sendable {
     /// per `next()`; the box is an ordinary class reference.
     private let task = _Mutex<Recorded?>(nil)
 
+    /// The recorded task's `hashValue` (its identity), or 0: what `record()`
+    /// compares with, unlocked. Written under `task`'s lock; read only by
+    /// the consuming task (the iterator is not `Sendable`), which is the
+    /// only one that records.
+    private let recordedIdentity = Atomic<Int>(0)
+
     /// The recorded task.
     private final class Recorded {
         let task: UnsafeCurrentTask
@@ -74,14 +82,21 @@ final class _StreamConsumer: Sendable {
 
     /// Records the calling task, if it is not the one recorded already.
     ///
-    /// - Complexity: O(1): one look-up of the current task and one lock.
+    /// - Complexity: O(1): one look-up of the current task, and a lock only
+    ///   when the task changed. The task is compared by identity, never
+    ///   copied (a copy of the resilient `UnsafeCurrentTask` is what cost
+    ///   most here).
     @usableFromInline
     func record() {
+        let identity = withUnsafeCurrentTask { $0?.hashValue }
+        guard let identity, identity != recordedIdentity.load(ordering: .relaxed) else { return }
         withUnsafeCurrentTask { current in
             guard let current else { return }
             let replaced = task.withLock { task -> Recorded? in
-                if let recorded = task, recorded.task == current { return nil }
-                defer { task = Recorded(current) }
+                defer {
+                    task = Recorded(current)
+                    recordedIdentity.store(identity, ordering: .relaxed)
+                }
                 return task
             }
             // Released here, unlocked: the last reference to a finished
