@@ -18,12 +18,13 @@ final class _Channel: Sendable {
         var oldCount = 0
         /// Live relations asking for `.prior`.
         var priorCount = 0
-        /// `.old` when `oldCount > 0`, `.prior` when `priorCount > 0`: one
-        /// load for a change (``beginEmission(on:)``).
-        var needs: Needs = []
         /// Round-robin position of the sweep for relations whose listener died.
         var sweepCursor = 0
         var isTornDown = false
+        /// `.old` when `oldCount > 0`, `.prior` when `priorCount > 0`: one
+        /// load for a change (``beginEmission(on:)``). Beside `isTornDown`,
+        /// in what would be padding (before `sweepCursor` it took a word).
+        var needs: Needs = []
     }
 
     /// What the relations of a property ask a change for beyond its new value.

@@ -27,14 +27,21 @@ protocol _AddressKeyed {
 /// for the order of an object's observed properties).
 struct _AddressTable<Element: _AddressKeyed> {
     private var slots: ContiguousArray<Element?> = []
-    private(set) var count = 0
+    /// The elements filed. Stored in 32 bits beside the 32-bit ``salt``,
+    /// so that the salt costs no word of its own in every table (a table
+    /// of 2^32 elements would need hundreds of gigabytes first).
+    private var storedCount: UInt32 = 0
+    private(set) var count: Int {
+        get { Int(storedCount) }
+        set { storedCount = UInt32(newValue) }
+    }
     /// Mixed into every key's hash, and drawn anew at each rehash: without
     /// it, elements removed in the slot order of another table of the same
     /// keys (a hub's channels ending their listeners' relations), or a
     /// shrink after removals in this table's own order, leave the remaining
     /// elements' homes in one region, and probing becomes one run as long as
     /// the table (each removal O(*n*)).
-    private var salt: UInt = 0
+    private var salt: UInt32 = 0
 
     init() {}
 
@@ -48,7 +55,7 @@ struct _AddressTable<Element: _AddressKeyed> {
         // salt, then spread the rest (Fibonacci hashing).
         // The top log2(capacity) bits of the product (`mask` is capacity - 1;
         // for a single slot, no bits: the `& mask` makes it 0).
-        _fibonacciHash((UInt(bitPattern: key) &>> 4) ^ salt, bits: Int.bitWidth - mask.leadingZeroBitCount) & mask
+        _fibonacciHash((UInt(bitPattern: key) &>> 4) ^ UInt(salt), bits: Int.bitWidth - mask.leadingZeroBitCount) & mask
     }
 
     // MARK: Queries
@@ -291,12 +298,13 @@ extension Int {
 }
 
 /// The salts of ``_AddressTable`` storage: distinct for each allocation in
-/// the process (a counter spread over the word), and cheap to draw.
+/// the process until the 32-bit counter wraps (a counter spread over the
+/// word), and cheap to draw.
 enum _AddressTableSalt {
-    private static let counter = Atomic<UInt>(0)
+    private static let counter = Atomic<UInt32>(0)
 
-    static func next() -> UInt {
+    static func next() -> UInt32 {
         let number = counter.wrappingAdd(1, ordering: .relaxed).newValue
-        return number &* UInt(truncatingIfNeeded: 0x9E37_79B9_7F4A_7C15 as UInt64)
+        return number &* 0x9E37_79B9
     }
 }
