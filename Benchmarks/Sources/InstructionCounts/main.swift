@@ -30,6 +30,14 @@ case "list":
     for (offset, scenario) in Scenarios.concurrent.enumerated() {
         print("\(Scenarios.all.count + offset)\t1\t\(scenario.operation)\t\(scenario.peer)\t*")
     }
+    // Synchronous scenarios added since, numbered after the others so that
+    // every earlier row keeps its number.
+    for (offset, scenario) in Scenarios.later.enumerated() {
+        print(
+            "\(Scenarios.laterStart + offset)\t\(scenario.operationsPerIteration)\t\(scenario.operation)\t"
+                + "\(scenario.peer)\t\(scenario.collect)"
+        )
+    }
 case "run", "wall":
     guard arguments.count == 4, let index = Int(arguments[2]), let iterations = Int(arguments[3]) else {
         fatalError("usage: InstructionCounts run|wall <index> <iterations>")
@@ -40,6 +48,9 @@ case "run", "wall":
     if index < Scenarios.all.count {
         Watchdog.arm(scenario: index)
         Scenarios.all[index].run(iterations)
+    } else if index >= Scenarios.laterStart {
+        Watchdog.arm(scenario: index)
+        Scenarios.later[index - Scenarios.laterStart].run(iterations)
     } else {
         // The main actor runs once the main thread runs the main run loop
         // (which valgrind supports; dispatchMain() crashes it).

@@ -194,6 +194,14 @@ public final class SafeList: SafeObservable {
     public init() {}
 }
 
+/// A SafeObserve model that Observation sees too (issue 32, part 2).
+public final class SafeObservableModel: SafeObservable, Observable {
+    /// An observable property, reported to Observation as well.
+    @Observed public var value = 0
+    /// Creates a model.
+    public init() {}
+}
+
 /// The same model with the Observation module (a peer).
 @Observable
 public final class ObservableModel {
@@ -304,6 +312,13 @@ public enum Scenarios {
     public static let all: [Scenario] =
         setUnobserved + get + notifyOne + notifyHundred + addRemove + teardown + scaling + chains + rebinding
         + computed + cliffs + notifications + controller
+
+    /// Synchronous scenarios added after the asynchronous ones
+    /// (``concurrent``), numbered after them: from ``laterStart`` on.
+    public static let later: [Scenario] = observationSeesSafeModels
+
+    /// The number of the first of ``later``.
+    public static var laterStart: Int { all.count + concurrent.count }
 
     // (issue 16) A computed property is re-tracked on every change: it may
     // read other properties after it.
@@ -1241,4 +1256,80 @@ public final class ObservableChainLeaf {
     public var value = 0
     /// Creates a leaf.
     public init() {}
+}
+
+extension Scenarios {
+    // A `SafeObservable` class that also conforms to `Observable` (issue 32,
+    // part 2): its reads and writes report to Observation. Side by side with
+    // an `@Observable` class's, each read once before (its registrar is
+    // created on the first read), tracked by nothing, then tracked.
+    static let observationSeesSafeModels: [Scenario] = [
+        Scenario(operation: "get, class also Observable", peer: "SafeObserve @Observed", operationsPerIteration: 1) {
+            n in
+            let model = SafeObservableModel()
+            let sink = Sink()
+            sink.add(model.value)
+            measure(n) { n in for _ in 0..<n { sink.add(model.value) } }
+            blackHole(sink)
+        },
+        Scenario(operation: "get, class also Observable", peer: "Observation @Observable", operationsPerIteration: 1) {
+            n in
+            let model = ObservableModel()
+            let sink = Sink()
+            sink.add(model.value)
+            measure(n) { n in for _ in 0..<n { sink.add(model.value) } }
+            blackHole(sink)
+        },
+        Scenario(operation: "set, class also Observable", peer: "SafeObserve @Observed", operationsPerIteration: 1) {
+            n in
+            let model = SafeObservableModel()
+            blackHole(model.value)
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole(model)
+        },
+        Scenario(operation: "set, class also Observable", peer: "Observation @Observable", operationsPerIteration: 1) {
+            n in
+            let model = ObservableModel()
+            blackHole(model.value)
+            measure(n) { n in for i in 0..<n { model.value = i } }
+            blackHole(model)
+        },
+        Scenario(
+            operation: "tracked read + change (withObservationTracking)",
+            peer: "SafeObserve @Observed, class also Observable",
+            operationsPerIteration: 1
+        ) { n in
+            let model = SafeObservableModel()
+            let sink = Sink()
+            measure(n) { n in
+                for i in 0..<n {
+                    withObservationTracking {
+                        _ = model.value
+                    } onChange: {
+                        sink.add(1)
+                    }
+                    model.value = i &+ 1
+                }
+            }
+            blackHole(sink)
+        },
+        Scenario(
+            operation: "tracked read + change (withObservationTracking)", peer: "Observation @Observable",
+            operationsPerIteration: 1
+        ) { n in
+            let model = ObservableModel()
+            let sink = Sink()
+            measure(n) { n in
+                for i in 0..<n {
+                    withObservationTracking {
+                        _ = model.value
+                    } onChange: {
+                        sink.add(1)
+                    }
+                    model.value = i &+ 1
+                }
+            }
+            blackHole(sink)
+        },
+    ]
 }

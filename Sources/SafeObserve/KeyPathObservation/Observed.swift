@@ -90,6 +90,8 @@ public struct Observed<Value> {
         storage storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
     ) -> Value {
         @inline(__always) get {
+            // Folded away unless the class also conforms to `Observable`.
+            if EnclosingSelf._reportsToObservation { _reportAccess(of: instance, wrappedKeyPath, storageKeyPath) }
             if _activeTrackers.load(ordering: .relaxed) != 0, let tracker = _trackerOnThisThread() {
                 // Only here, on the property's first observation, does the
                 // declared key path escape (its channel keeps it, and
@@ -128,6 +130,13 @@ public struct Observed<Value> {
                 instance[keyPath: storageKeyPath]._value = newValue
                 return
             }
+            // Observation is told around the whole change, as by an
+            // `@Observable` class's setter (folded away unless the class
+            // also conforms to `Observable`).
+            let reports =
+                EnclosingSelf._reportsToObservation
+                && _reportsChange(of: instance, to: newValue, storageKeyPath, sentinelBits: sentinelBits)
+            if reports { _report(.willSet, of: instance, wrappedKeyPath, sentinelBits: sentinelBits) }
             Unmanaged<_Sentinel>.fromOpaque(sentinelAddress)._withUnsafeGuaranteedRef { sentinel in
                 sentinel.channel.emitChange(
                     of: instance,
@@ -136,6 +145,7 @@ public struct Observed<Value> {
                     readNew: { newValue }
                 )
             }
+            if reports { _report(.didSet, of: instance, wrappedKeyPath, sentinelBits: sentinelBits) }
         }
         // In-place mutation (`items.append(x)`, `text += "!"`, `count += 1`):
         // the value is yielded where it is stored, never copied, so a
@@ -147,7 +157,15 @@ public struct Observed<Value> {
             // optimizer inlines single-yield accessors, and only inlined do
             // the key paths fold to field accesses); the observed side is
             // out of line, and every read of the value stays here.
+            // As an `@Observable` class's `_modify`: a read, then the change
+            // reported around the access (folded away unless the class
+            // also conforms to `Observable`). Declared first, the `defer`
+            // runs last, once the change was delivered.
+            if EnclosingSelf._reportsToObservation { _reportAccess(of: instance, wrappedKeyPath, storageKeyPath) }
             let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+            let reports = EnclosingSelf._reportsToObservation && sentinelBits != 0
+            if reports { _report(.willSet, of: instance, wrappedKeyPath, sentinelBits: sentinelBits) }
+            defer { if reports { _report(.didSet, of: instance, wrappedKeyPath, sentinelBits: sentinelBits) } }
             let emission = sentinelBits == 0 ? nil : _beginInPlaceChange(of: instance, sentinelBits: sentinelBits)
             var old: Value? = emission?.needsOld == true ? instance[keyPath: storageKeyPath]._value : nil
             if let emission, emission.hasPrior {

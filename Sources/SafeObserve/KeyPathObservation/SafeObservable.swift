@@ -1,3 +1,5 @@
+import Observation
+
 /// A class whose `@Observed` properties can be observed safely.
 ///
 /// Adopt it and mark properties with ``Observed``:
@@ -15,9 +17,32 @@
 /// The relation ends by itself when either the listener or the object dies,
 /// so there is nothing to remove in `deinit`; removing too often is a no-op.
 ///
-/// The protocol has no requirements: the bookkeeping lives in the `@Observed`
-/// storage and dies with the object.
-public protocol SafeObservable: AnyObject {}
+/// The protocol has no requirements for you to implement: the bookkeeping
+/// lives in the `@Observed` storage and dies with the object.
+///
+/// A class that also conforms to `Observable` is seen by Observation too:
+/// `withObservationTracking`, `Observations` and SwiftUI track its
+/// `@Observed` properties as they track an `@Observable` class's.
+///
+/// ```swift
+/// final class Counter: SafeObservable, Observable {
+///     @Observed var count = 0
+/// }
+/// ```
+public protocol SafeObservable: AnyObject {
+    /// Whether the class's `@Observed` properties report to Observation
+    /// (the class also conforms to `Observable`). SafeObserve implements
+    /// it; don't implement it.
+    static var _reportsToObservation: Bool { get }
+
+    /// Reports `event` of the `@Observed` property at `keyPath` (a
+    /// `KeyPath<Self, Member>`, type-erased: a requirement of a protocol
+    /// that non-final classes adopt cannot spell `Self` there) to
+    /// `registrar`. SafeObserve implements it; don't implement or call it.
+    func _report<Member>(
+        _ event: _ObservationEvent, of keyPath: AnyKeyPath, as member: Member.Type,
+        to registrar: ObservationRegistrar)
+}
 
 extension SafeObservable {
     /// Observes `keyPath` on this object on behalf of `listener`.

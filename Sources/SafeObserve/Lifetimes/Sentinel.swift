@@ -12,9 +12,21 @@
 /// reference to its object (``_Channel/object``) lets everything that reports
 /// or reuses relations tell that the object died meanwhile; see
 /// ``_Relation/isLive``.
-@usableFromInline final class _Sentinel: Sendable {
+///
+/// Not final: a property of a class that also conforms to `Observable` has
+/// an ``_ObservableSentinel``, which carries the Observation registrar the
+/// property reports to.
+@usableFromInline
+// @unchecked Sendable: every stored property, here and in the subclass, is
+// an immutable `Sendable` value.
+class _Sentinel: @unchecked Sendable {
     @usableFromInline
-    let channel: _Channel
+    final let channel: _Channel
+
+    /// The sentinel as an ``_ObservableSentinel`` (which carries the
+    /// Observation registrar the property reports to), or `nil`.
+    @usableFromInline
+    var observable: _ObservableSentinel? { nil }
 
     /// The sentinel of the property `keyPath` (as declared) of `object`.
     init(object: AnyObject, keyPath: AnyKeyPath) {

@@ -55,6 +55,7 @@ extension Observable where Self: AnyObject {
     ///   - changeHandler: Called with the listener, this model and the change.
     /// - Returns: The relation's token. Keeping it is optional.
     @discardableResult
+    @_disfavoredOverload
     public func safeObserve<Listener: AnyObject, Value>(
         _ keyPath: KeyPath<Self, Value>,
         by listener: Listener,
@@ -97,6 +98,7 @@ extension Observable where Self: AnyObject {
     ///     this model and the change.
     /// - Returns: The relation's token. Keeping it is optional.
     @discardableResult
+    @_disfavoredOverload
     public func safeObserve<Listener: Actor, Value>(
         _ keyPath: KeyPath<Self, Value>,
         by listener: Listener,
@@ -131,6 +133,7 @@ extension Observable where Self: AnyObject {
     ///
     /// - Complexity: O(*k*), *k* being the key paths `listener` observes on
     ///   this model.
+    @_disfavoredOverload
     public func safeUnobserve<Value>(_ keyPath: KeyPath<Self, Value>, by listener: AnyObject) {
         _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: keyPath)
     }
@@ -146,6 +149,7 @@ extension Observable where Self: AnyObject {
     ///
     /// - Complexity: O(*k*), *k* being the key paths `listener` observes on
     ///   this model.
+    @_disfavoredOverload
     public func safeUnobserve(by listener: AnyObject) {
         _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: nil)
     }
@@ -178,6 +182,7 @@ extension Observable where Self: AnyObject {
     ///   - buffering: What is kept for a consumer that falls behind.
     /// - Returns: A sequence of ``ObservedChange`` values.
     /// - Complexity: O(1) per delivery, plus what the key path reads.
+    @_disfavoredOverload
     public func changes<Value: Sendable>(
         _ keyPath: KeyPath<Self, Value>, options: ObservationOptions = .new,
         buffering: ObservationBuffering = .unbounded
@@ -208,6 +213,7 @@ extension Observable where Self: AnyObject {
     ///   - buffering: What is kept for a consumer that falls behind.
     /// - Returns: A sequence of the key path's values.
     /// - Complexity: O(1) per delivery, plus what the key path reads.
+    @_disfavoredOverload
     public func values<Value: Sendable>(
         _ keyPath: KeyPath<Self, Value>, buffering: ObservationBuffering = .bufferingNewest(1)
     ) -> ObservedValues<Self, Value> {

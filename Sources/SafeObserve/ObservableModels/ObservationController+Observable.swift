@@ -35,6 +35,7 @@ extension ObservationController {
     ///     `isolation` says.
     /// - Complexity: O(*k*) expected, *k* being the key paths this controller
     ///   observes on `object`.
+    @_disfavoredOverload
     public func observe<Object: Observable & AnyObject, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -63,6 +64,7 @@ extension ObservationController {
     ///   - action: An unbound method of the observer, such as `InboxBadge.refresh`.
     /// - Complexity: O(*k*) expected, *k* being the key paths this controller
     ///   observes on `object`.
+    @_disfavoredOverload
     public func observe<Object: Observable & AnyObject, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -92,6 +94,7 @@ extension ObservationController {
     ///   - action: An unbound method of the observer, such as `InboxBadge.show`.
     /// - Complexity: O(*k*) expected, *k* being the key paths this controller
     ///   observes on `object`.
+    @_disfavoredOverload
     public func observe<Object: Observable & AnyObject, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -121,6 +124,7 @@ extension ObservationController {
     ///   - action: An unbound method of the observer, such as `InboxBadge.show`.
     /// - Complexity: O(*k*) expected, *k* being the key paths this controller
     ///   observes on `object`.
+    @_disfavoredOverload
     public func observe<Object: Observable & AnyObject, Value>(
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
@@ -158,6 +162,7 @@ extension ObservationController {
     ///     `isolation` says.
     /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
     ///   key paths this controller observes on `object`.
+    @_disfavoredOverload
     public func observe<Object: Observable & AnyObject, First, each Value>(
         _ object: Object,
         keyPaths firstKeyPath: KeyPath<Object, First>,
@@ -188,6 +193,7 @@ extension ObservationController {
     ///
     /// - Complexity: O(*k*), *k* being the key paths this controller
     ///   observes on `object`.
+    @_disfavoredOverload
     public func unobserve<Object: Observable & AnyObject, Value>(_ object: Object, keyPath: KeyPath<Object, Value>) {
         object.safeUnobserve(keyPath, by: relay)
         settle([ObjectIdentifier(object)], cancelling: false)
@@ -204,6 +210,7 @@ extension ObservationController {
     ///
     /// - Complexity: O(*k*), *k* being the key paths this controller
     ///   observes on `object`.
+    @_disfavoredOverload
     public func unobserve(_ object: some Observable & AnyObject) {
         object.safeUnobserve(by: relay)
         settle([ObjectIdentifier(object)], cancelling: true)

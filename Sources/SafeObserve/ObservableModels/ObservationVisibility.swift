@@ -1,0 +1,208 @@
+import Observation
+import Synchronization
+
+// A `SafeObservable` class that also conforms to `Observable` reports the
+// reads and writes of its `@Observed` properties to Observation, as an
+// `@Observable` class does: `withObservationTracking`, `Observations` and
+// SwiftUI see them. A class that does not conform pays nothing: the test is
+// a static property of the conformance, which the accessors fold away.
+
+/// What a `@Observed` property reports to Observation. An implementation
+/// detail of ``SafeObservable``: don't use it.
+public enum _ObservationEvent: Sendable {
+    /// The property was read.
+    case access
+    /// The property is about to change.
+    case willSet
+    /// The property changed.
+    case didSet
+}
+
+extension SafeObservable {
+    /// Whether the class's `@Observed` properties report to Observation:
+    /// `false` unless the class also conforms to `Observable`. Implemented
+    /// by SafeObserve; don't implement it.
+    @inlinable
+    public static var _reportsToObservation: Bool { false }
+
+    /// Reports `event` of the property at `keyPath` to `registrar`; nothing
+    /// unless the class also conforms to `Observable`. Implemented by
+    /// SafeObserve; don't implement or call it.
+    @inlinable
+    public func _report<Member>(
+        _ event: _ObservationEvent, of keyPath: AnyKeyPath, as member: Member.Type,
+        to registrar: ObservationRegistrar
+    ) {}
+}
+
+extension SafeObservable where Self: Observable {
+    /// `true`: the class conforms to `Observable`, so its `@Observed`
+    /// properties report to Observation. Implemented by SafeObserve; don't
+    /// implement it.
+    @inlinable
+    public static var _reportsToObservation: Bool { true }
+
+    /// Reports `event` of the property at `keyPath` to `registrar`, as an
+    /// `@Observable` class's accessors do. Implemented by SafeObserve; don't
+    /// implement or call it.
+    @inlinable
+    public func _report<Member>(
+        _ event: _ObservationEvent, of keyPath: AnyKeyPath, as member: Member.Type,
+        to registrar: ObservationRegistrar
+    ) {
+        // unsafeDowncast: the `@Observed` accessors pass their own key path,
+        // a `KeyPath<EnclosingSelf, Member>`, and call this on an
+        // `EnclosingSelf`, which is `Self` here.
+        let keyPath = unsafeDowncast(keyPath, to: KeyPath<Self, Member>.self)
+        switch event {
+        case .access: registrar.access(self, keyPath: keyPath)
+        case .willSet: registrar.willSet(self, keyPath: keyPath)
+        case .didSet: registrar.didSet(self, keyPath: keyPath)
+        }
+    }
+}
+
+/// The sentinel of a `@Observed` property of a class that reports to
+/// Observation: it carries the property's Observation registrar, created
+/// with it on the property's first read (a tracking must read a property
+/// before anything can report its change to it) and released with it when
+/// the object dies, which ends every tracking installed on it.
+@usableFromInline
+// @unchecked Sendable: both stored properties are immutable; `isSame` is a
+// pure function of the two values it is given.
+final class _ObservableSentinel: _Sentinel, @unchecked Sendable {
+    @usableFromInline
+    let registrar = ObservationRegistrar()
+
+    /// Whether two values of the property (pointed to) are the same, as an
+    /// `@Observable` class's setter decides whether to report: `==` for an
+    /// `Equatable` type, `===` for a class; `nil` (every assignment is a
+    /// change) otherwise.
+    @usableFromInline
+    let isSame: ((UnsafeRawPointer, UnsafeRawPointer) -> Bool)?
+
+    init(object: AnyObject, keyPath: AnyKeyPath, isSame: ((UnsafeRawPointer, UnsafeRawPointer) -> Bool)?) {
+        self.isSame = isSame
+        super.init(object: object, keyPath: keyPath)
+    }
+
+    @usableFromInline
+    override var observable: _ObservableSentinel? { self }
+
+    /// The sentinel at `address` (a sentinel field's bits), unretained, if
+    /// it is an `_ObservableSentinel`: its class is compared, no cast and no
+    /// retain. The caller holds the object whose field holds the sentinel.
+    @inlinable @inline(__always)
+    static func borrowed(at address: UnsafeRawPointer) -> _ObservableSentinel? {
+        let sentinel = Unmanaged<_Sentinel>.fromOpaque(address).takeUnretainedValue()
+        guard type(of: sentinel) == _ObservableSentinel.self else { return nil }
+        // unsafeDowncast: its class was just compared.
+        return unsafeDowncast(sentinel, to: _ObservableSentinel.self)
+    }
+}
+
+/// The bits of the sentinel field `field`, loaded atomically (acquiring): a
+/// property of a class that reports to Observation gets its sentinel on its
+/// first read, and reads may run on several threads at once.
+@inlinable @inline(__always)
+func _loadSentinelBits(_ field: UnsafeMutablePointer<_Sentinel?>) -> UInt {
+    // A `_Sentinel?` is one word, zero for `nil`: the layout of an `Atomic<UInt>`.
+    UnsafeMutableRawPointer(field).assumingMemoryBound(to: Atomic<UInt>.self).pointee.load(ordering: .acquiring)
+}
+
+extension Observed {
+    /// Reports a read of the property to Observation, creating its sentinel
+    /// (with the registrar) on its first read.
+    @inlinable @inline(__always)
+    static func _reportAccess<EnclosingSelf: SafeObservable>(
+        of instance: EnclosingSelf,
+        _ wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>,
+        _ storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
+    ) {
+        // Two accesses: the common one does nothing but load, so the
+        // optimizer drops its dynamic exclusivity check.
+        var sentinelBits = withUnsafeMutablePointer(to: &instance[keyPath: storageKeyPath]._sentinel) {
+            _loadSentinelBits($0)
+        }
+        if sentinelBits == 0 {
+            sentinelBits = withUnsafeMutablePointer(to: &instance[keyPath: storageKeyPath]._sentinel) {
+                _createObservableSentinel(in: $0, of: instance, { wrappedKeyPath })
+            }
+        }
+        _report(.access, of: instance, wrappedKeyPath, sentinelBits: sentinelBits)
+    }
+
+    /// Reports `event` to the registrar of the sentinel `sentinelBits`
+    /// points to (borrowed: the caller holds `instance`), if it has one.
+    @inlinable @inline(__always)
+    static func _report<EnclosingSelf: SafeObservable>(
+        _ event: _ObservationEvent, of instance: EnclosingSelf,
+        _ wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>, sentinelBits: UInt
+    ) {
+        guard let address = UnsafeRawPointer(bitPattern: sentinelBits),
+            let observable = _ObservableSentinel.borrowed(at: address)
+        else { return }
+        instance._report(event, of: wrappedKeyPath, as: Value.self, to: observable.registrar)
+    }
+
+    /// Whether assigning `newValue` reports a change to Observation, as an
+    /// `@Observable` class's setter decides: unless it is the same value as
+    /// the one stored (see ``_ObservableSentinel/isSame``). `nil` when the
+    /// property has no registrar (it was never read, so nothing tracks it).
+    @inlinable @inline(__always)
+    static func _reportsChange<EnclosingSelf: SafeObservable>(
+        of instance: EnclosingSelf, to newValue: Value,
+        _ storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>, sentinelBits: UInt
+    ) -> Bool {
+        guard let address = UnsafeRawPointer(bitPattern: sentinelBits),
+            let observable = _ObservableSentinel.borrowed(at: address)
+        else { return false }
+        guard let isSame = observable.isSame else { return true }
+        let old = instance[keyPath: storageKeyPath]._value
+        return !withUnsafePointer(to: old) { old in withUnsafePointer(to: newValue) { isSame(old, $0) } }
+    }
+
+    /// Creates the property's ``_ObservableSentinel`` in `field` (still
+    /// `nil` when its caller looked) on its first read, unless another
+    /// thread did meanwhile or the object is being destroyed. Returns the
+    /// field's bits.
+    ///
+    /// Under `_lockSentinelCreation()`, which serializes every write of a
+    /// sentinel field; the store is atomic (releasing), for the reads that
+    /// check the field unlocked (``_loadSentinelBits(_:)``). Runs no user
+    /// code.
+    @usableFromInline @inline(never)
+    static func _createObservableSentinel(
+        in field: UnsafeMutablePointer<_Sentinel?>, of instance: AnyObject, _ wrappedKeyPath: () -> AnyKeyPath
+    ) -> UInt {
+        _lockSentinelCreation()
+        defer { _unlockSentinelCreation() }
+        let bits = _loadSentinelBits(field)
+        guard bits == 0, !_swift_isDeallocating(instance) else { return bits }
+        let created = _ObservableSentinel(object: instance, keyPath: wrappedKeyPath(), isSame: _sameValueTest())
+        // The field owns the reference: released with the object's storage.
+        let createdBits = UInt(bitPattern: Unmanaged.passRetained(created).toOpaque())
+        UnsafeMutableRawPointer(field).assumingMemoryBound(to: Atomic<UInt>.self).pointee
+            .store(createdBits, ordering: .releasing)
+        return createdBits
+    }
+
+    /// How an `@Observable` class's setter compares the values of a
+    /// property of type `Value` (see ``_ObservableSentinel/isSame``).
+    static func _sameValueTest() -> ((UnsafeRawPointer, UnsafeRawPointer) -> Bool)? {
+        if let equatable = Value.self as? any Equatable.Type { return _equality(of: equatable) }
+        if Value.self is AnyObject.Type {
+            return { a, b in
+                a.assumingMemoryBound(to: AnyObject.self).pointee === b.assumingMemoryBound(to: AnyObject.self).pointee
+            }
+        }
+        return nil
+    }
+}
+
+/// `==` on two pointed-to values of type `Equated`.
+private func _equality<Equated: Equatable>(
+    of _: Equated.Type
+) -> (UnsafeRawPointer, UnsafeRawPointer) -> Bool {
+    { a, b in a.assumingMemoryBound(to: Equated.self).pointee == b.assumingMemoryBound(to: Equated.self).pointee }
+}
