@@ -292,4 +292,9 @@ extension Observed: _ObservedStorage {
         MemoryLayout<Self>.offset(of: \Self._value).unsafelyUnwrapped
     }
     static var _valueType: Any.Type { Value.self }
+    static func _makeSentinel(of object: AnyObject, keyPath: AnyKeyPath, reportingToObservation: Bool) -> _Sentinel {
+        reportingToObservation
+            ? _ObservableSentinel(object: object, keyPath: keyPath, isSame: _sameValueTest())
+            : _Sentinel(object: object, keyPath: keyPath)
+    }
 }

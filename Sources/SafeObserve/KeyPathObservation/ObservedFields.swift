@@ -26,6 +26,13 @@ enum _ObservedFields {
         let valueOffset: Int
         /// The property's declared type (`Value` of its `Observed<Value>`).
         let valueType: Any.Type
+        /// The property's storage type (`Observed<Value>`), which makes its
+        /// sentinels.
+        let storageType: any _ObservedStorage.Type
+        /// Whether the class reports its `@Observed` properties to
+        /// Observation (it also conforms to `Observable`): then its
+        /// sentinels are ``_ObservableSentinel``s, as its getters make them.
+        let reportsToObservation: Bool
     }
 
     private static let cache = _Mutex([ObjectIdentifier: [Field]]())
@@ -38,6 +45,9 @@ enum _ObservedFields {
         let id = ObjectIdentifier(type)
         if let known = cache.withLock({ $0[id] }) { return known }
         var fields: [Field] = []
+        // The conformance's witness, as the getters see it (a subclass
+        // inherits its superclass's).
+        let reportsToObservation = (type as? any SafeObservable.Type)?._reportsToObservation ?? false
         // `classType` (1 << 0): offsets from the object's start; superclass
         // fields included. (The option is a `static var` of the standard
         // library, so its raw value is spelled here.)
@@ -49,7 +59,8 @@ enum _ObservedFields {
                 fields.append(
                     Field(
                         name: label, sentinelOffset: offset + storage._sentinelOffset,
-                        valueOffset: offset + storage._valueOffset, valueType: storage._valueType))
+                        valueOffset: offset + storage._valueOffset, valueType: storage._valueType,
+                        storageType: storage, reportsToObservation: reportsToObservation))
             }
             return true
         }
@@ -86,11 +97,14 @@ enum _ObservedFields {
 }
 
 /// `Observed<Value>` seen without its `Value` (metadata queries only).
-protocol _ObservedStorage {
+protocol _ObservedStorage: SendableMetatype {
     /// Where `_sentinel` sits inside the storage.
     static var _sentinelOffset: Int { get }
     /// Where `_value` sits inside the storage.
     static var _valueOffset: Int { get }
     /// `Value`.
     static var _valueType: Any.Type { get }
+    /// A new sentinel for a property of `object` with this storage: an
+    /// ``_ObservableSentinel`` if its class reports to Observation.
+    static func _makeSentinel(of object: AnyObject, keyPath: AnyKeyPath, reportingToObservation: Bool) -> _Sentinel
 }

@@ -55,7 +55,13 @@ struct _SentinelField {
         }
         // Never create a sentinel inside the object's own deinit.
         guard !_swift_isDeallocating(object) else { return nil }
-        let sentinel = _Sentinel(object: object, keyPath: keyPath)
+        // The kind the property's getter would create (an
+        // `_ObservableSentinel` for a class that reports to Observation), as
+        // the class's metadata says: looked up here, on a property's first
+        // observation, so that the cached field stays two words.
+        guard let described = _ObservedFields.field(withSentinelAt: offset, in: type(of: object)) else { return nil }
+        let sentinel = described.storageType._makeSentinel(
+            of: object, keyPath: keyPath, reportingToObservation: described.reportsToObservation)
         field.pointee = sentinel
         return sentinel.channel
     }

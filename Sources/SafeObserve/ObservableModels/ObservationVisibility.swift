@@ -1,5 +1,4 @@
 import Observation
-import Synchronization
 
 // A `SafeObservable` class that also conforms to `Observable` reports the
 // reads and writes of its `@Observed` properties to Observation, as an
@@ -101,15 +100,6 @@ final class _ObservableSentinel: _Sentinel, @unchecked Sendable {
     }
 }
 
-/// The bits of the sentinel field `field`, loaded atomically (acquiring): a
-/// property of a class that reports to Observation gets its sentinel on its
-/// first read, and reads may run on several threads at once.
-@inlinable @inline(__always)
-func _loadSentinelBits(_ field: UnsafeMutablePointer<_Sentinel?>) -> UInt {
-    // A `_Sentinel?` is one word, zero for `nil`: the layout of an `Atomic<UInt>`.
-    UnsafeMutableRawPointer(field).assumingMemoryBound(to: Atomic<UInt>.self).pointee.load(ordering: .acquiring)
-}
-
 extension Observed {
     /// Reports a read of the property to Observation, creating its sentinel
     /// (with the registrar) on its first read.
@@ -119,15 +109,13 @@ extension Observed {
         _ wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>,
         _ storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
     ) {
-        // Two accesses: the common one does nothing but load, so the
-        // optimizer drops its dynamic exclusivity check.
-        var sentinelBits = withUnsafeMutablePointer(to: &instance[keyPath: storageKeyPath]._sentinel) {
-            _loadSentinelBits($0)
-        }
+        // Read, borrowed (see `_sentinel`): reads on several threads at once
+        // are fine. Only the first read writes the field (documented: it
+        // needs what a write needs).
+        var sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
         if sentinelBits == 0 {
-            sentinelBits = withUnsafeMutablePointer(to: &instance[keyPath: storageKeyPath]._sentinel) {
-                _createObservableSentinel(in: $0, of: instance, { wrappedKeyPath })
-            }
+            sentinelBits = _createObservableSentinel(
+                of: instance, { wrappedKeyPath }, in: &instance[keyPath: storageKeyPath]._sentinel)
         }
         _report(.access, of: instance, wrappedKeyPath, sentinelBits: sentinelBits)
     }
@@ -162,29 +150,23 @@ extension Observed {
         return !withUnsafePointer(to: old) { old in withUnsafePointer(to: newValue) { isSame(old, $0) } }
     }
 
-    /// Creates the property's ``_ObservableSentinel`` in `field` (still
-    /// `nil` when its caller looked) on its first read, unless another
-    /// thread did meanwhile or the object is being destroyed. Returns the
-    /// field's bits.
+    /// Creates the property's ``_ObservableSentinel`` in `sentinel` (`nil`
+    /// when its caller looked) on its first read, unless the object is being
+    /// destroyed. Returns the field's bits.
     ///
     /// Under `_lockSentinelCreation()`, which serializes every write of a
-    /// sentinel field; the store is atomic (releasing), for the reads that
-    /// check the field unlocked (``_loadSentinelBits(_:)``). Runs no user
-    /// code.
+    /// sentinel field. Runs no user code.
     @usableFromInline @inline(never)
     static func _createObservableSentinel(
-        in field: UnsafeMutablePointer<_Sentinel?>, of instance: AnyObject, _ wrappedKeyPath: () -> AnyKeyPath
+        of instance: AnyObject, _ wrappedKeyPath: () -> AnyKeyPath, in sentinel: inout _Sentinel?
     ) -> UInt {
         _lockSentinelCreation()
         defer { _unlockSentinelCreation() }
-        let bits = _loadSentinelBits(field)
-        guard bits == 0, !_swift_isDeallocating(instance) else { return bits }
-        let created = _ObservableSentinel(object: instance, keyPath: wrappedKeyPath(), isSame: _sameValueTest())
-        // The field owns the reference: released with the object's storage.
-        let createdBits = UInt(bitPattern: Unmanaged.passRetained(created).toOpaque())
-        UnsafeMutableRawPointer(field).assumingMemoryBound(to: Atomic<UInt>.self).pointee
-            .store(createdBits, ordering: .releasing)
-        return createdBits
+        if sentinel == nil, !_swift_isDeallocating(instance) {
+            sentinel = _ObservableSentinel(object: instance, keyPath: wrappedKeyPath(), isSame: _sameValueTest())
+        }
+        // Borrowed: the field holds it.
+        return unsafeBitCast(sentinel, to: UInt.self)
     }
 
     /// How an `@Observable` class's setter compares the values of a
