@@ -124,6 +124,23 @@ enum _ModelSentinels {
 
     private static let table = _Mutex<[ObjectIdentifier: [Slot]]>([:])
 
+    /// The live sentinel of `keyPath` (by `==`) on `model`, if one was
+    /// made: what an unobserve given an equal key path that is another
+    /// instance (a literal in another file or module, a key path built at
+    /// run time) resolves to. Never creates one.
+    ///
+    /// - Complexity: O(*k*) expected, *k* being the key paths observed on
+    ///   `model`; `==` runs unlocked (it may run user code).
+    static func existingSentinel(of model: AnyObject, keyPath: AnyKeyPath) -> _ModelSentinel? {
+        let hash = keyPath.hashValue
+        let candidates = table.withLock { table in
+            (table[ObjectIdentifier(model)] ?? []).compactMap { $0.keyPathHash == hash ? $0.sentinel : nil }
+        }
+        return candidates.first { candidate in
+            candidate.keyPath == keyPath && candidate.channel.object.load() === model && !candidate.channel.isTornDown
+        }
+    }
+
     /// The sentinel of `keyPath` on `model` (which the caller holds), made
     /// on first use; `nil` if `model` is being destroyed.
     ///

@@ -135,7 +135,11 @@ extension Observable where Self: AnyObject {
     ///   this model.
     @_disfavoredOverload
     public func safeUnobserve<Value>(_ keyPath: KeyPath<Self, Value>, by listener: AnyObject) {
-        _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: keyPath)
+        // An equal key path that is another instance finds the relation
+        // through the channel it resolves to.
+        _ListenerProxy.of(listener, create: false)?.endRelations(on: ObjectIdentifier(self), keyPath: keyPath) {
+            _ModelSentinels.existingSentinel(of: self, keyPath: keyPath)?.channel
+        }
     }
 
     /// Stops `listener` observing every key path of this model.

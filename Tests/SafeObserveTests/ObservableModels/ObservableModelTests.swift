@@ -340,6 +340,33 @@ struct ObservableModelTests {
         #expect(calls.load(ordering: .relaxed) == 0)
     }
 
+    /// An unobserve given a key path equal to the observed one but another
+    /// instance (built at run time here; a literal in another file or module
+    /// is one too) ends the relation, through `safeUnobserve` and through a
+    /// controller (attack D10).
+    @Test func unobservingWithAnEqualKeyPathThatIsAnotherInstance_endsTheRelation() async {
+        func balance() -> KeyPath<OStore, Int> { (\OStore.account).appending(path: \OAccount.balance) }
+        #expect(balance() == balance())
+        #expect(balance() !== balance())
+        let store = OStore()
+        let listener = Listener()
+        let calls = Atomic<Int>(0)
+        store.safeObserve(balance(), by: listener) { _, _, _ in calls.add(1, ordering: .relaxed) }
+        store.safeUnobserve(balance(), by: listener)
+        #expect(SafeObservation.relations(of: store).isEmpty)
+
+        let owner = ControllerOwnerOfStore()
+        owner.observationController.observe(store, keyPath: balance(), isolation: nil) { _, _, _ in
+            calls.add(1, ordering: .relaxed)
+        }
+        #expect(SafeObservation.relations(of: store).count == 1)
+        owner.observationController.unobserve(store, keyPath: balance())
+        #expect(SafeObservation.relations(of: store).isEmpty)
+        store.account.balance += 1
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(calls.load(ordering: .relaxed) == 0)
+    }
+
     /// Ten thousand relations whose listeners died leave no relation and a
     /// bounded tracker once the model changes.
     @MainActor
@@ -512,4 +539,8 @@ private func nonisolatedObserve(
     _ store: OStore, by listener: Listener, _ body: @escaping @Sendable (ObservedChange<Int>) -> Void
 ) {
     store.safeObserve(\.count, by: listener, isolation: nil) { _, _, change in body(change) }
+}
+
+private final class ControllerOwnerOfStore: ObservationControllerOwner {
+    let observationControllerStorage = ObservationControllerStorage()
 }
