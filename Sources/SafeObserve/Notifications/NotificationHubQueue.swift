@@ -216,7 +216,9 @@ extension NotificationHub {
         }
 
         /// Returns once every notification enqueued before the call was
-        /// posted (its observers called, those on other actors told) or
+        /// posted (its observers on the queue's actor or unisolated called;
+        /// those on other actors handed the notification, which they may
+        /// not have run yet) or
         /// dropped: removed by coalescing or ``dequeue(_:from:coalescing:)``,
         /// or its sender died.
         ///

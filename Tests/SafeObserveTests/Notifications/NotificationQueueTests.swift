@@ -564,6 +564,24 @@ struct NotificationQueueTests {
         #expect(log.entries == ["handler", "returned"])
     }
 
+    /// An observer isolated to another actor is handed the notification:
+    /// the waiter returns once it was, not once that actor ran it (as
+    /// documented; attack U1).
+    @Test func waitUntilPosted_handsObserversOnOtherActorsTheNotification_withoutWaitingForThem() async {
+        let hub = NotificationHub()
+        let queue = NotificationHub.Queue(hub: hub)  // the main actor
+        let elsewhere = ExecutorActor()
+        let log = Log()
+        let received = Atomic<Int>(0)
+        await elsewhere.observeLevel(on: hub, by: log) { received.add(1, ordering: .relaxed) }
+        elsewhere.executor.hold()
+        queue.enqueue(.level, payload: 1, postingStyle: .asap)
+        await queue.waitUntilPosted()
+        #expect(received.load(ordering: .relaxed) == 0, "the waiter waited for the other actor to run its observer")
+        elsewhere.executor.release()
+        #expect(await eventually { received.load(ordering: .relaxed) == 1 })
+    }
+
     @Test func waitUntilPosted_returnsWhenItsTaskIsCancelled_withTheNotificationsStillQueued() async {
         let busy = ExecutorActor()
         let queue = NotificationHub.Queue(hub: NotificationHub(), actor: busy)
@@ -592,5 +610,12 @@ struct NotificationQueueTests {
         #expect(await eventually { queue.count == 0 })
         // And a waiter that is not cancelled returns once the job ran.
         await queue.waitUntilPosted()
+    }
+}
+
+extension ExecutorActor {
+    /// Observes `.level` on `hub` by `listener`, the handler isolated to this actor.
+    fileprivate func observeLevel(on hub: NotificationHub, by listener: Log, _ body: @escaping @Sendable () -> Void) {
+        hub.observe(.level, by: listener) { _, _ in body() }
     }
 }
