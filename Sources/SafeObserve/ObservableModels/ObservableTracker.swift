@@ -106,7 +106,13 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             return state.entries.count >= state.removalThreshold
         }
         guard let removesEnded else { return nil }
-        if initialInJob != nil, state.withLock({ $0.machine.redeliver() }) { schedule() }
+        // A job that took its entries before this one was filed told it
+        // nothing, though it may have read a value stored after `value`
+        // (and re-armed the tracking past that change): if the key path
+        // reads otherwise now, a job runs (again) and tells it. Read
+        // unlocked: it may run user code.
+        let redelivers = initialInJob != nil || !_isSameValue(model[keyPath: keyPath], value)
+        if redelivers, state.withLock({ $0.machine.redeliver() }) { schedule() }
         // Bounded: the ended relations go whenever the entries doubled.
         if removesEnded { removeEnded(from: state.withLock { $0.entries }) }
         return value

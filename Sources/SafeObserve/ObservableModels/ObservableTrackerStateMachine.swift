@@ -93,7 +93,11 @@ struct _ObservableTrackerStateMachine {
         case .delivering:
             phase = .delivering(dirty: true)
             return false
-        case .scheduled, .stopped:
+        case .scheduled:
+            // The job scheduled tells every relation, not only checks.
+            verifiesOnly = false
+            return false
+        case .stopped:
             return false
         }
     }

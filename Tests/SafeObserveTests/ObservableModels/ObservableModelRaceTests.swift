@@ -26,6 +26,40 @@ private final class LockedStore: Sendable {
     }
 }
 
+/// A locked store whose `gatedCount` read can be held once, after it read
+/// the count: a registration's read, stopped between reading its value and
+/// filing its relation.
+@Observable
+private final class GatedStore: Sendable {
+    @ObservationIgnored private let storage = _Mutex(0)
+    @ObservationIgnored private let gate = _Mutex((armed: false, entered: false, open: false))
+
+    var count: Int {
+        get {
+            access(keyPath: \.count)
+            return storage.withLock { $0 }
+        }
+        set {
+            withMutation(keyPath: \.count) { storage.withLock { $0 = newValue } }
+        }
+    }
+
+    var gatedCount: Int {
+        let value = count
+        let holds = gate.withLock { gate in
+            defer { gate.armed = false }
+            gate.entered = gate.entered || gate.armed
+            return gate.armed
+        }
+        if holds { _ = settles { gate.withLock { $0.open } } }
+        return value
+    }
+
+    func arm() { gate.withLock { $0.armed = true } }
+    var isHeld: Bool { gate.withLock { $0.entered && !$0.open } }
+    func open() { gate.withLock { $0.open = true } }
+}
+
 /// What one relation was told, and whether calls overlapped.
 private final class Told: Sendable {
     private let state = _Mutex<(changes: [ObservedChange<Int>], inFlight: Int, overlaps: Int)>(([], 0, 0))
@@ -140,5 +174,40 @@ struct ObservableModelRaceTests {
             ratio < 4,
             "100 registrations took \(describe(last.late)) after 20,000, \(describe(last.early)) after 8 (last attempt)"
         )
+    }
+
+    /// A change stored while a registration had read its value but not yet
+    /// filed its relation, and delivered meanwhile to the key path's other
+    /// relations, is delivered to the new one too (attack D11: it was told
+    /// `.initial` and then nothing, until some later change).
+    @Test func aChangeDeliveredWhileARegistrationFilesItsRelation_reachesItToo() {
+        let store = GatedStore()
+        let first = Told()
+        let second = Told()
+        store.safeObserve(\.gatedCount, by: first, isolation: nil) { first, _, change in
+            first.enter()
+            first.leave(change)
+        }
+        store.arm()
+        stressRunConcurrently([
+            {
+                store.safeObserve(\.gatedCount, by: second, options: [.initial, .new], isolation: nil) {
+                    second, _, change in
+                    second.enter()
+                    second.leave(change)
+                }
+            },
+            {
+                _ = settles { store.isHeld }
+                store.count = 1
+                // The other relation's job ran, and re-armed the tracking past the change.
+                _ = settles { first.changes.last?.newValue == 1 }
+                store.open()
+            },
+        ])
+        #expect(first.changes.last?.newValue == 1)
+        #expect(settles { second.changes.last?.newValue == 1 }, "told \(second.changes)")
+        #expect(second.changes.first?.isInitial == true)
+        #expect(second.changes.first?.newValue == 0)
     }
 }
