@@ -33,7 +33,9 @@ struct _AddressTable<Element: _AddressKeyed> {
     private var storedCount: UInt32 = 0
     private(set) var count: Int {
         get { Int(storedCount) }
-        set { storedCount = UInt32(newValue) }
+        // Unchecked: the count never exceeds the slots, and 2^32 slots
+        // would take 64 GB before the table could hold that many.
+        set { storedCount = UInt32(truncatingIfNeeded: newValue) }
     }
     /// Mixed into every key's hash, and drawn anew at each rehash: without
     /// it, elements removed in the slot order of another table of the same
