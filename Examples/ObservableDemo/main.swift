@@ -1,7 +1,9 @@
 // ObservableDemo — an existing `@Observable` store, unchanged, observed with
 // SafeObserve's lifetimes: a main-actor view model fed by a background actor,
 // old and new values, a chain through a replaced link, an asynchronous
-// sequence that finishes when the store dies, and nothing to remove.
+// sequence that finishes when the store dies, and nothing to remove; then
+// the other way round: a SafeObserve model that Observation's `Observations`
+// (and so SwiftUI) sees, while `safeObserve` still delivers synchronously.
 //
 //   swift run ObservableDemo
 
@@ -22,6 +24,13 @@ final class Store: @unchecked Sendable {
 final class Account: @unchecked Sendable {
     var name: String
     init(name: String) { self.name = name }
+}
+
+/// A model written for SafeObserve that also conforms to `Observable`:
+/// Observation (`withObservationTracking`, `Observations`, SwiftUI) sees its
+/// `@Observed` properties too.
+final class Player: SafeObservable, Observable {
+    @Observed var score = 0
 }
 
 /// Changes the store off the main actor.
@@ -100,6 +109,21 @@ func demo() async {
     print("   relations on the store: \(SafeObservation.relations(of: store).count)")
     dying = nil
     print("   after the view model died: \(SafeObservation.relations(of: store).count)")
+
+    print("5. A SafeObservable model seen by Observation: Observations and safeObserve side by side")
+    let player = Player()
+    var told: [String] = []
+    player.safeObserve(\.score, by: viewModel, options: [.old, .new]) { _, _, change in
+        told.append("\(change.oldValue!)→\(change.newValue!)")  // synchronous, after the store
+    }
+    let scores = Observations { player.score }
+    var iterator = scores.makeAsyncIterator()
+    var seen = [await iterator.next(isolation: MainActor.shared)!]
+    for score in [10, 20] {
+        player.score = score
+        seen.append(await iterator.next(isolation: MainActor.shared)!)
+    }
+    print("   Observations saw \(seen); safeObserve was told \(told)")
 }
 
 await demo()
