@@ -51,7 +51,7 @@ private final class GatedStore: Sendable {
             gate.entered = gate.entered || gate.armed
             return gate.armed
         }
-        if holds { _ = settles { gate.withLock { $0.open } } }
+        if holds { _ = settles(within: 60) { gate.withLock { $0.open } } }
         return value
     }
 
@@ -180,7 +180,7 @@ struct ObservableModelRaceTests {
     /// filed its relation, and delivered meanwhile to the key path's other
     /// relations, is delivered to the new one too (attack D11: it was told
     /// `.initial` and then nothing, until some later change).
-    @Test func aChangeDeliveredWhileARegistrationFilesItsRelation_reachesItToo() {
+    @Test func aChangeDeliveredWhileARegistrationFilesItsRelation_reachesItToo() async {
         let store = GatedStore()
         let first = Told()
         let second = Told()
@@ -189,7 +189,7 @@ struct ObservableModelRaceTests {
             first.leave(change)
         }
         store.arm()
-        stressRunConcurrently([
+        await stressRunConcurrentlyOffThePool([
             {
                 store.safeObserve(\.gatedCount, by: second, options: [.initial, .new], isolation: nil) {
                     second, _, change in
@@ -198,15 +198,15 @@ struct ObservableModelRaceTests {
                 }
             },
             {
-                _ = settles { store.isHeld }
+                _ = settles(within: 60) { store.isHeld }
                 store.count = 1
                 // The other relation's job ran, and re-armed the tracking past the change.
-                _ = settles { first.changes.last?.newValue == 1 }
+                _ = settles(within: 60) { first.changes.last?.newValue == 1 }
                 store.open()
             },
         ])
         #expect(first.changes.last?.newValue == 1)
-        #expect(settles { second.changes.last?.newValue == 1 }, "told \(second.changes)")
+        #expect(await eventually { second.changes.last?.newValue == 1 }, "told \(second.changes)")
         #expect(second.changes.first?.isInitial == true)
         #expect(second.changes.first?.newValue == 0)
     }

@@ -1029,6 +1029,41 @@ func stressRunConcurrently(_ bodies: [@Sendable () -> Void]) {
     for thread in threads { pthread_join(thread, nil) }
 }
 
+/// Runs `bodies` as ``stressRunConcurrently(_:)`` does, on a thread of its
+/// own, and waits by polling: the caller's cooperative-pool thread stays
+/// free for the deliveries the bodies wait for (the pool has two threads
+/// here, and other tests hold some).
+func stressRunConcurrentlyOffThePool(
+    isolation: isolated (any Actor)? = #isolation, _ bodies: [@Sendable () -> Void]
+) async {
+    let done = StressAtomic()
+    let run = StressThreadBody {
+        stressRunConcurrently(bodies)
+        done.add(1)
+    }
+    // Unmanaged: +1 handed to the thread, balanced by takeRetainedValue() there.
+    let context = Unmanaged.passRetained(run).toOpaque()
+    #if canImport(Darwin)
+        var thread: pthread_t?
+    #else
+        var thread = pthread_t()
+    #endif
+    let status = pthread_create(
+        &thread, nil,
+        { context in
+            // Unmanaged: balances the passRetained above.
+            Unmanaged<StressThreadBody>.fromOpaque(context!).takeRetainedValue().body()
+            return nil
+        }, context)
+    precondition(status == 0, "pthread_create failed (\(status))")
+    while done.load() == 0 { try? await Task.sleep(for: .milliseconds(2)) }
+    #if canImport(Darwin)
+        pthread_join(thread!, nil)
+    #else
+        pthread_join(thread, nil)
+    #endif
+}
+
 private final class StressThreadBody: Sendable {
     let body: @Sendable () -> Void
     init(_ body: @escaping @Sendable () -> Void) { self.body = body }
