@@ -97,4 +97,36 @@ enum ObservingObservableModels {
         await lister.task?.value
         #expect(lister.rendered == [0, 1])
     }
+
+    @Test("ObservingObservableModels.md: a SafeObservable model that Observation sees")
+    static func seenByObservation() {
+        // example: ObservingObservableModels.md 6
+        final class Counter: SafeObservable, Observable {
+            @Observed var count = 0
+        }
+
+        let counter = Counter()
+        withObservationTracking {
+            _ = counter.count
+        } onChange: {
+            print("count will change")
+        }
+        counter.count = 1  // prints "count will change"
+        // end example
+        let fired = Fired()
+        withObservationTracking {
+            _ = counter.count
+        } onChange: {
+            fired.fire()
+        }
+        counter.count = 2
+        #expect(fired.count == 1)
+    }
+}
+
+/// Counts the calls of a tracking's `onChange`.
+// @unchecked Sendable: `onChange` runs on the mutating thread, which is the test's.
+private final class Fired: @unchecked Sendable {
+    private(set) var count = 0
+    func fire() { count += 1 }
 }
