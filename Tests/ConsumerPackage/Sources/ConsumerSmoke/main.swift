@@ -7,6 +7,7 @@
 //   cd Tests/ConsumerPackage && swift run -c release ConsumerSmoke
 
 import Foundation
+import Observation
 import SafeObserve
 import SafeObserveFoundation
 
@@ -355,6 +356,44 @@ do {
     counter.count = 2
     check(screen.seen == [18], "an observation released inside its own handler ends after it (\(screen.seen))")
     check(SafeObservation.relations(of: counter).isEmpty, "and leaves no relation")
+}
+
+// MARK: - Observation sees a SafeObservable model that also conforms to Observable
+
+/// Across the module boundary, in every build mode the smoke runs in: the
+/// conformance's witness is chosen here, in the client.
+final class SeenCounter: SafeObservable, Observable {
+    @Observed var count = 0
+}
+
+/// Counts a tracking's `onChange` calls (made on this thread, synchronously).
+// @unchecked Sendable: only touched on the thread that runs the checks.
+final class Firings: @unchecked Sendable {
+    var count = 0
+}
+
+do {
+    let counter = SeenCounter()
+    let firings = Firings()
+    withObservationTracking {
+        _ = counter.count
+    } onChange: {
+        firings.count += 1
+    }
+    counter.count = 1
+    check(firings.count == 1, "Observation sees a change of a SafeObservable model that also conforms to Observable")
+    withObservationTracking {
+        _ = counter.count
+    } onChange: {
+        firings.count += 1
+    }
+    counter.count = 1
+    check(firings.count == 1, "an equal value is no change for Observation")
+    var told: [Int] = []
+    let listener = Label()
+    counter.safeObserve(\.count, by: listener) { _, _, change in told.append(change.newValue!) }
+    counter.count = 2
+    check(told == [2], "safeObserve still delivers synchronously on a model Observation sees")
 }
 
 // MARK: - Notifications
