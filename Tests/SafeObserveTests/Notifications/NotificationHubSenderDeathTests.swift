@@ -113,14 +113,9 @@ struct NotificationHubSenderDeathTests {
         #expect(captures.liveCount == 1)
 
         // The handler's actor is busy: the posts wait for it.
-        let mainIsBusy = Flag()
         let releaseMain = DispatchSemaphore(value: 0)
         if isolation == .mainActor {
-            Task { @MainActor in
-                mainIsBusy.set()
-                releaseMain.wait()
-            }
-            #expect(await eventually { mainIsBusy.isSet })
+            #expect(await holdMainActor(until: releaseMain), "the main actor never ran the blocking job")
         } else {
             station.executor.hold()
         }

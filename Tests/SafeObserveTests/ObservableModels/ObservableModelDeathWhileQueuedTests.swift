@@ -91,14 +91,9 @@ struct ObservableModelDeathWhileQueuedTests {
         #expect(captures.liveCount == 1)
 
         // The handler's actor is busy: the change's delivery waits for it.
-        let mainIsBusy = Flag()
         let releaseMain = DispatchSemaphore(value: 0)
         if isolation == .mainActor {
-            Task { @MainActor in
-                mainIsBusy.set()
-                releaseMain.wait()
-            }
-            #expect(await eventually { mainIsBusy.isSet })
+            #expect(await holdMainActor(until: releaseMain), "the main actor never ran the blocking job")
         } else {
             host.executor.hold()
         }
