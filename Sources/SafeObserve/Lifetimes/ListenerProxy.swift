@@ -409,6 +409,21 @@ final class _ListenerProxy: Sendable {
         }
     }
 
+    /// The proxy of `object` if it adopts ``SafeObserver`` (created if
+    /// needed), whose finalizers run inside its `deinit`; `nil` for any
+    /// other class, which has no such hook (a sender's death hooks: the
+    /// hub's filtered channels and sequences).
+    static func ofSafeObserver(_ object: AnyObject) -> _ListenerProxy? {
+        let observerType: (any SafeObserver.Type)?
+        switch _Registry.withLock({ $0.listenerClasses.kind(of: object) }) {
+        case .observer(let type): observerType = type
+        case .plain: observerType = nil
+        case .unknown: observerType = _ListenerClassCache.lookUpSlowly(object)
+        }
+        guard let observerType else { return nil }
+        return _ListenerClassCache.proxy(of: object, as: observerType, create: true)
+    }
+
     @inline(never)
     private static func ofUnknownClass(_ listener: AnyObject, create: Bool) -> _ListenerProxy? {
         if let observerType = _ListenerClassCache.lookUpSlowly(listener) {

@@ -54,10 +54,11 @@ public final class NotificationHub: Sendable {
     deinit {
         _NotificationHubs.remove(self)
         // Every observer of this hub ends with it (handlers released here).
-        let channels = state.withLock { state -> [_Channel] in
+        let (channels, finalizers) = state.withLock { state in
             defer { state = State() }
-            return state.allChannels()
+            return (state.allChannels(), Array(state.senderFinalizers.values))
         }
+        for finalizer in finalizers { finalizer.remove() }
         for channel in channels { channel.tearDown() }
     }
 
@@ -84,7 +85,10 @@ public final class NotificationHub: Sendable {
     /// - Parameters:
     ///   - name: The name to observe.
     ///   - sender: Only notifications posted by this object, if given. Never
-    ///     retained; once it died, nothing matches.
+    ///     retained; once it died, nothing matches. A ``SafeObserver``
+    ///     sender's death ends the relation inside its `deinit`, releasing
+    ///     the handler whether or not posts wait for its actor; any other
+    ///     sender's when the hub finds it dead.
     ///   - listener: The object on whose behalf the handler runs. Never
     ///     retained: the relation ends when it dies — inside its `deinit`
     ///     if it adopts ``SafeObserver``, otherwise at the next post that

@@ -67,6 +67,28 @@ struct ChannelEntry: _AddressKeyed {
     var tableKey: ObjectIdentifier { ObjectIdentifier(channel) }
 }
 
+/// What ends a channel filtered on a ``SafeObserver`` sender inside the
+/// sender's `deinit`: a finalizer on the sender's proxy, as its sequences
+/// have. The hub keeps it with the channel, and removes it from the proxy
+/// when it drops the channel first (so that a long-lived sender's
+/// finalizers follow its channels).
+struct SenderFinalizer {
+    let proxy: _ListenerProxy
+    let id: Int
+
+    /// Removes it from the proxy (unlocked: takes the proxy's lock).
+    /// Idempotent.
+    func remove() { proxy.removeFinalizer(id) }
+}
+
+/// A channel the hub dropped, with its sender's finalizer if it had one:
+/// the caller tears the channel down or releases it, and removes the
+/// finalizer, after unlocking.
+struct RemovedChannel {
+    let entry: ChannelEntry
+    let finalizer: SenderFinalizer?
+}
+
 extension NotificationHub {
     /// The hub's channels: one per name that has observers (and one for
     /// every name), plus one per (name, sender) that a sender-filtered
@@ -94,6 +116,9 @@ extension NotificationHub {
         var channels = _AddressTable<ChannelEntry>()
         /// Round-robin position of the sweep, a slot of `channels`.
         var sweepCursor = 0
+        /// The finalizers of the channels filtered on `SafeObserver`
+        /// senders, by the channel's identity (no other channel has one).
+        var senderFinalizers: [ObjectIdentifier: SenderFinalizer] = [:]
 
         func unfilteredChannel(_ nameID: Int?) -> _Channel? {
             guard let nameID else { return every }
@@ -181,29 +206,28 @@ extension NotificationHub {
             channels.first(under: ObjectIdentifier(channel)) { copy $0 }
         }
 
-        /// The channel of (`nameID`, `sender`), made if missing; a channel
-        /// at `sender`'s address that was another (dead) object's is
-        /// returned as `stale`, to tear down after unlocking. A new channel
-        /// comes with two others to sweep, round-robin.
+        /// The channel of (`nameID`, `sender`), made if missing (`isNew`); a
+        /// channel at `sender`'s address that was another (dead) object's
+        /// is returned as `stale`, to tear down after unlocking. A new
+        /// channel comes with two others to sweep, round-robin.
         mutating func channelCreating(
             _ nameID: Int?, sender: AnyObject?, hub: NotificationHub
-        ) -> (channel: _Channel, stale: _Channel?, probes: (_Channel?, _Channel?)) {
+        ) -> (channel: _Channel, isNew: Bool, stale: RemovedChannel?, probes: (_Channel?, _Channel?)) {
             guard let sender else {
-                if let channel = unfilteredChannel(nameID) { return (channel, nil, (nil, nil)) }
+                if let channel = unfilteredChannel(nameID) { return (channel, false, nil, (nil, nil)) }
                 let channel = _Channel(object: hub, keyPath: nil)
                 if let nameID {
                     byName.insert(channel, for: nameID)
                 } else {
                     every = channel
                 }
-                return (channel, nil, filed(channel, nameID, sender: nil))
+                return (channel, true, nil, filed(channel, nameID, sender: nil))
             }
             let id = ObjectIdentifier(sender)
-            var stale: _Channel?
+            var stale: RemovedChannel?
             if let channel = senderChannel(nameID, id) {
-                guard !channel.object.refers(to: sender) else { return (channel, nil, (nil, nil)) }
-                stale = channel
-                _ = remove(channel)
+                guard !channel.object.refers(to: sender) else { return (channel, false, nil, (nil, nil)) }
+                stale = remove(channel)
             }
             let channel = _Channel(object: sender, keyPath: nil)
             bySender.insert(
@@ -211,7 +235,7 @@ extension NotificationHub {
                     tableKey: SenderEntry.key(nameID, id), sender: id, nameID: nameID, channel: channel,
                     identity: _SenderIdentity(channel.object)))
             if nameID == nil { everyBySenderCount += 1 }
-            return (channel, stale, filed(channel, nameID, sender: id))
+            return (channel, true, stale, filed(channel, nameID, sender: id))
         }
 
         /// Files a new channel in `channels`; returns two others to sweep.
@@ -237,13 +261,17 @@ extension NotificationHub {
             return nil
         }
 
-        /// Forgets `channel`; `nil` if it was not here. The caller releases
-        /// the entry after unlocking.
+        /// Forgets `channel` and its sender's finalizer; `nil` if it was not
+        /// here. The caller releases the entry and removes the finalizer
+        /// after unlocking.
         ///
         /// - Complexity: O(1) expected.
-        mutating func remove(_ channel: _Channel) -> ChannelEntry? {
+        mutating func remove(_ channel: _Channel) -> RemovedChannel? {
             guard let entry = channels.remove(under: ObjectIdentifier(channel), where: { $0.channel === channel })
             else { return nil }
+            let finalizer =
+                entry.sender != nil && !senderFinalizers.isEmpty
+                ? senderFinalizers.removeValue(forKey: ObjectIdentifier(channel)) : nil
             if let sender = entry.sender {
                 bySender.remove(under: SenderEntry.key(entry.nameID, sender)) { $0.channel === channel }
                 if entry.nameID == nil { everyBySenderCount -= 1 }
@@ -253,7 +281,18 @@ extension NotificationHub {
                 every = nil
             }
             _checkInvariants()
-            return entry
+            return RemovedChannel(entry: entry, finalizer: finalizer)
+        }
+
+        /// Keeps `finalizer` with `channel`; `false` if the hub dropped the
+        /// channel meanwhile (then the caller removes the finalizer).
+        ///
+        /// - Complexity: O(1) expected.
+        mutating func file(_ finalizer: SenderFinalizer, for channel: _Channel) -> Bool {
+            guard entry(of: channel) != nil else { return false }
+            senderFinalizers[ObjectIdentifier(channel)] = finalizer
+            _checkInvariants()
+            return true
         }
 
         /// Checks that the tables agree, after each change of the channels
@@ -275,6 +314,11 @@ extension NotificationHub {
                         filed = unfilteredChannel(entry.nameID)
                     }
                     precondition(filed === entry.channel, "NotificationHub: a channel is missing from its table")
+                }
+                for key in senderFinalizers.keys {
+                    precondition(
+                        channels.first(under: key, { $0.sender != nil ? true : nil }) == true,
+                        "NotificationHub: a sender finalizer outlived its channel")
                 }
             #endif
         }
@@ -335,8 +379,14 @@ extension NotificationHub {
         // with a new channel if the sweep reclaimed this one meanwhile.
         while true {
             guard let proxy = _ListenerProxy.of(listener, create: true) else { return inert }
-            let (channel, stale, probes) = state.withLock { $0.channelCreating(nameID, sender: sender, hub: self) }
-            stale?.tearDown()
+            let (channel, isNew, stale, probes) = state.withLock {
+                $0.channelCreating(nameID, sender: sender, hub: self)
+            }
+            if let stale {
+                stale.finalizer?.remove()
+                stale.entry.channel.tearDown()
+            }
+            if isNew, let sender { fileSenderFinalizer(for: channel, sender: sender) }
             if let probe = probes.0 { sweep(probe) }
             if let probe = probes.1 { sweep(probe) }
             let relation = _Relation(
@@ -359,21 +409,56 @@ extension NotificationHub {
         }
     }
 
+    /// Files, on the proxy of `sender` if it adopts ``SafeObserver``, a
+    /// finalizer that ends `channel` (just made, filtered on `sender`)
+    /// inside the sender's `deinit`: its relations end and their handlers
+    /// are released there, whatever posts wait for their actors, as a
+    /// ``SafeObserver`` listener's do. Any other sender's channel ends when
+    /// found dead (the next registration's sweep, or a look at the
+    /// relations). The caller holds `sender`.
+    ///
+    /// - Complexity: O(1) expected; once per channel, never on a post.
+    private func fileSenderFinalizer(for channel: _Channel, sender: AnyObject) {
+        guard let proxy = _ListenerProxy.ofSafeObserver(sender) else { return }
+        let ends: @Sendable () -> Void = { [weak self, weak channel] in
+            guard let self, let channel else { return }
+            self.senderDied(channel)
+        }
+        // The caller holds the sender, so its proxy is not torn down.
+        guard let id = proxy.addFinalizer(ends) else { return }
+        let finalizer = SenderFinalizer(proxy: proxy, id: id)
+        if !state.withLock({ $0.file(finalizer, for: channel) }) { finalizer.remove() }
+    }
+
+    /// Inside the `deinit` of `channel`'s `SafeObserver` sender (its
+    /// finalizer, which its proxy's teardown took already): ends the
+    /// channel's relations, releasing their handlers.
+    private func senderDied(_ channel: _Channel) {
+        if let removed = state.withLock({ $0.remove(channel) }) {
+            channel.tearDown()
+            _ = removed  // released unlocked
+        }
+    }
+
     /// Reclaims `channel` if its sender died (tearing it down) or no
     /// relation is left on it. Probed unlocked: a liveness probe must not
     /// run under the lock.
     @inline(never)
     private func sweep(_ channel: _Channel) {
         if channel.object.isGone {
-            if state.withLock({ $0.remove(channel) }) != nil { channel.tearDown() }
+            if let removed = state.withLock({ $0.remove(channel) }) {
+                removed.finalizer?.remove()
+                channel.tearDown()
+            }
         } else if channel._isUnobserved {
-            let removed = state.withLock { state -> ChannelEntry? in
+            let removed = state.withLock { state -> RemovedChannel? in
                 // Retired under the hub's lock, so that no registration
                 // finds it after; one that found it before is refused by it.
                 guard state.entry(of: channel) != nil, channel._retireIfUnobserved() else { return nil }
                 return state.remove(channel)
             }
-            _ = removed  // released unlocked
+            // Unlocked: the entry is released, the finalizer removed.
+            removed?.finalizer?.remove()
         }
     }
 

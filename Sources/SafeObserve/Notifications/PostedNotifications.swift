@@ -105,7 +105,7 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         var finalizer: (proxy: _ListenerProxy, id: Int)?
         var watch: (sender: ObjectIdentifier, id: Int)?
         if let senderObject {
-            if let proxy = Self.observerProxy(of: senderObject) {
+            if let proxy = _ListenerProxy.ofSafeObserver(senderObject) {
                 if let id = proxy.addFinalizer({ continuation.finish() }) {
                     finalizer = (proxy, id)
                 } else {
@@ -122,20 +122,6 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         }
         if !token.isActive { continuation.finish() }
         return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay, sender: sender)
-    }
-
-    /// The proxy of `sender` if it adopts ``SafeObserver`` (created if
-    /// needed), whose finalizers run inside its `deinit`; `nil` for any
-    /// other class, which has no such hook.
-    private static func observerProxy(of sender: AnyObject) -> _ListenerProxy? {
-        let observerType: (any SafeObserver.Type)?
-        switch _Registry.withLock({ $0.listenerClasses.kind(of: sender) }) {
-        case .observer(let type): observerType = type
-        case .plain: observerType = nil
-        case .unknown: observerType = _ListenerClassCache.lookUpSlowly(sender)
-        }
-        guard let observerType else { return nil }
-        return _ListenerClassCache.proxy(of: sender, as: observerType, create: true)
     }
 
     /// Yields the notifications; see ``PostedNotifications``.

@@ -4,11 +4,14 @@
 /// sentinel lives where Observation keeps what dies with the model: in the
 /// closures of the trackings installed in the model's registrar. Each
 /// tracking's closure holds the sentinel, and nothing else does for long
-/// (a registration while it registers, a tracker from a change to the
-/// delivery that re-tracks, see ``_ObservableTracker``). When the model
-/// deinitializes, its registrar releases those closures, and the sentinel's
-/// `deinit` tears down every relation on the key path, as a `SafeObservable`
-/// property's sentinel does.
+/// (a registration while it registers; with the one-shot, before-the-store
+/// tracking only, a tracker from a change to the delivery that re-tracks,
+/// see ``_ObservableTracker``). When the model deinitializes, its registrar
+/// releases those closures, and the sentinel's `deinit` tears down every
+/// relation on the key path, as a `SafeObservable` property's sentinel
+/// does: at once, whether or not a delivery is queued (with the one-shot
+/// tracking, a queued delivery's tracker keeps the sentinel, and the watch
+/// below ends the relations).
 ///
 /// A key path that also reads other models (`\.account.balance`) installs
 /// its tracking in their registrars too, which keep the closure until they

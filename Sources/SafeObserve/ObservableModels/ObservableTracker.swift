@@ -171,9 +171,17 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     // MARK: Reports and the job
 
     /// A tracking reported a change, on the mutating thread.
+    ///
+    /// A one-shot tracking (before the store) dropped its closure, which
+    /// may have been all that held the sentinel: the job keeps it until it
+    /// re-tracks. A continuous one (after the store) stays installed until
+    /// the job cancels it, so the model's registrar still holds the
+    /// sentinel: kept by nothing else, it dies with the model and ends the
+    /// relations at once, whatever the job waits for.
     private func changed(generation: UInt64, fired: _FiredTracking, sentinel: _ModelSentinel?) {
+        let kept = _ObservationTrackingLayer.reportsAfterTheStore ? nil : sentinel
         let action = state.withLock {
-            $0.machine.changed(generation: generation, tracking: fired, sentinel: sentinel)
+            $0.machine.changed(generation: generation, tracking: fired, sentinel: kept)
         }
         switch action {
         case .none: break

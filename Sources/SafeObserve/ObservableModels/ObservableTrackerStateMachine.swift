@@ -30,7 +30,10 @@ struct _ObservableTrackerStateMachine {
     private var fired: [(generation: UInt64, tracking: _FiredTracking)] = []
     /// The model's sentinel, from a report to the end of the job it
     /// scheduled: the fired tracking's closure may be all that held it, and
-    /// a one-shot tracking drops its closure once it fired.
+    /// a one-shot tracking drops its closure once it fired. Reports of a
+    /// continuous tracking (after the store) pass none: the model's
+    /// registrar holds the sentinel until the job cancels the tracking, and
+    /// the sentinel must die with the model (see ``_ModelSentinel``).
     private var keptSentinel: _ModelSentinel?
     /// The generation of the next tracking the job installs.
     private(set) var nextGeneration: UInt64 = 1

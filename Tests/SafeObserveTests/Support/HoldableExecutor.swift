@@ -44,3 +44,21 @@ actor ExecutorActor {
     /// Returns once the jobs enqueued on the actor before it ran.
     func sync() {}
 }
+
+/// Blocks the main actor's thread with a job until `release` is signalled;
+/// returns whether the job began (within a minute: other tests may keep the
+/// main actor busy for seconds, under the sanitizers above all). The jobs
+/// enqueued on the main actor meanwhile wait; the cooperative pool's
+/// threads stay free.
+func holdMainActor(until release: DispatchSemaphore) async -> Bool {
+    let began = Flag()
+    Task { @MainActor in
+        began.set()
+        release.wait()
+    }
+    let deadline = ContinuousClock.now + .seconds(60)
+    while !began.isSet, ContinuousClock.now < deadline {
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return began.isSet
+}
