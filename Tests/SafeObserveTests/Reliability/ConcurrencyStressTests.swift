@@ -998,33 +998,12 @@ func stressReleaseDeadListenerMemory() {
 func stressRunConcurrently(_ bodies: [@Sendable () -> Void]) {
     let arrived = StressAtomic()
     let total = bodies.count
-    var threads: [pthread_t] = []
-    for body in bodies {
-        let run = StressThreadBody {
+    let threads = bodies.map { body in
+        stressStartThread {
             arrived.add(1)
             stressSpin(until: { arrived.load() >= total })
             body()
         }
-        // Unmanaged: +1 handed to the thread, balanced by takeRetainedValue() there.
-        let context = Unmanaged.passRetained(run).toOpaque()
-        #if canImport(Darwin)
-            var thread: pthread_t?
-        #else
-            var thread = pthread_t()
-        #endif
-        let status = pthread_create(
-            &thread, nil,
-            { context in
-                // Unmanaged: balances the passRetained above.
-                Unmanaged<StressThreadBody>.fromOpaque(context!).takeRetainedValue().body()
-                return nil
-            }, context)
-        precondition(status == 0, "pthread_create failed (\(status))")
-        #if canImport(Darwin)
-            threads.append(thread!)
-        #else
-            threads.append(thread)
-        #endif
     }
     for thread in threads { pthread_join(thread, nil) }
 }
@@ -1037,12 +1016,18 @@ func stressRunConcurrentlyOffThePool(
     isolation: isolated (any Actor)? = #isolation, _ bodies: [@Sendable () -> Void]
 ) async {
     let done = StressAtomic()
-    let run = StressThreadBody {
+    let thread = stressStartThread {
         stressRunConcurrently(bodies)
         done.add(1)
     }
+    while done.load() == 0 { try? await Task.sleep(for: .milliseconds(2)) }
+    pthread_join(thread, nil)
+}
+
+/// Starts a pthread running `body`; the caller joins it.
+private func stressStartThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     // Unmanaged: +1 handed to the thread, balanced by takeRetainedValue() there.
-    let context = Unmanaged.passRetained(run).toOpaque()
+    let context = Unmanaged.passRetained(StressThreadBody(body)).toOpaque()
     #if canImport(Darwin)
         var thread: pthread_t?
     #else
@@ -1056,11 +1041,10 @@ func stressRunConcurrentlyOffThePool(
             return nil
         }, context)
     precondition(status == 0, "pthread_create failed (\(status))")
-    while done.load() == 0 { try? await Task.sleep(for: .milliseconds(2)) }
     #if canImport(Darwin)
-        pthread_join(thread!, nil)
+        return thread!
     #else
-        pthread_join(thread, nil)
+        return thread
     #endif
 }
 
