@@ -173,7 +173,9 @@ extension Observed {
     /// property of type `Value` (see ``_ObservableSentinel/isSame``).
     static func _sameValueTest() -> ((UnsafeRawPointer, UnsafeRawPointer) -> Bool)? {
         if let equatable = Value.self as? any Equatable.Type { return _equality(of: equatable) }
-        if Value.self is AnyObject.Type {
+        // A class, or `AnyObject` itself (whose metatype is not an
+        // `AnyObject.Type`): the same instance is no change.
+        if Value.self is AnyObject.Type || Value.self == AnyObject.self {
             return { a, b in
                 a.assumingMemoryBound(to: AnyObject.self).pointee === b.assumingMemoryBound(to: AnyObject.self).pointee
             }

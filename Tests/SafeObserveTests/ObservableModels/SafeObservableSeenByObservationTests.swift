@@ -58,6 +58,12 @@ private struct NotEquatable {
     var value = 0
 }
 
+/// An `@Observable` class with an `AnyObject` property.
+@Observable
+private final class MacroHolder {
+    var object: AnyObject = Box()
+}
+
 /// A class that does not conform to `Observable`: Observation never sees it.
 private final class PlainSafeModel: SafeObservable {
     @Observed var count = 0
@@ -167,6 +173,35 @@ struct SafeObservableSeenByObservationTests {
         // Neither: every assignment is a change.
         #expect(firings({ _ = safe.token }, after: { safe.token = safe.token }) == 1)
         #expect(firings({ _ = macro.token }, after: { macro.token = macro.token }) == 1)
+    }
+
+    /// An `AnyObject` property given the instance it holds is no change,
+    /// as for an `@Observable` class (attack D12).
+    @Test func anAnyObjectPropertyGivenTheInstanceItHolds_isNoChange() {
+        final class SafeHolder: SafeObservable, Observable {
+            @Observed var object: AnyObject = Box()
+        }
+        let safe = SafeHolder()
+        let macro = MacroHolder()
+        #expect(firings({ _ = safe.object }, after: { safe.object = safe.object }) == 0)
+        #expect(firings({ _ = macro.object }, after: { macro.object = macro.object }) == 0)
+        #expect(firings({ _ = safe.object }, after: { safe.object = Box() }) == 1)
+    }
+
+    /// A generic class decides by the type it is instantiated with, at run
+    /// time (documented): an `@Observable` generic class decides by the
+    /// declared type, so for a property of type `T` every assignment is a
+    /// change there (attack D13).
+    @Test func aGenericClass_decidesSameValuesByTheTypeItIsInstantiatedWith() {
+        final class SafeBox<T>: SafeObservable, Observable {
+            @Observed var value: T
+            init(_ value: T) { self.value = value }
+        }
+        let ints = SafeBox(1)
+        #expect(firings({ _ = ints.value }, after: { ints.value = 1 }) == 0)
+        #expect(firings({ _ = ints.value }, after: { ints.value = 2 }) == 1)
+        let tokens = SafeBox(NotEquatable())
+        #expect(firings({ _ = tokens.value }, after: { tokens.value = tokens.value }) == 1)
     }
 
     @Test func aModelThatDiesWhileTracked_isFine_andNotKeptAlive() {
