@@ -366,3 +366,27 @@ func _liveActor(_ reference: _UnretainedReference) -> (any Actor)? {
     // as!: the reference was made from an actor (`_Hop.init`).
     reference.load().map { $0 as! any Actor }
 }
+
+// MARK: - Actor listeners' handlers
+
+// An actor listener's handler takes the listener `isolated`; SafeObserve
+// stores it without the marker and calls it only on the listener's executor
+// (a hop, or a tracker, delivers there). unsafeBitCast: an `isolated`
+// parameter changes no calling convention (`Actor.assumeIsolated` relies on
+// the same).
+
+/// `handler`, to be called only on `Listener`'s executor.
+@inlinable
+func _droppingIsolation<Listener: Actor, Root, Value>(
+    _ handler: @escaping @Sendable (isolated Listener, Root, ObservedChange<Value>) -> Void
+) -> @Sendable (Listener, Root, ObservedChange<Value>) -> Void {
+    unsafeBitCast(handler, to: (@Sendable (Listener, Root, ObservedChange<Value>) -> Void).self)
+}
+
+/// `handler`, to be called only on `Listener`'s executor.
+@inlinable
+func _droppingIsolation<Listener: Actor, Payload>(
+    _ handler: @escaping @Sendable (isolated Listener, PostedNotification<Payload>) -> Void
+) -> @Sendable (Listener, PostedNotification<Payload>) -> Void {
+    unsafeBitCast(handler, to: (@Sendable (Listener, PostedNotification<Payload>) -> Void).self)
+}

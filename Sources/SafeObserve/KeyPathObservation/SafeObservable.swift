@@ -209,11 +209,7 @@ extension SafeObservable {
         options: ObservationOptions = .new,
         changeHandler: @escaping @Sendable (isolated Listener, Self, ObservedChange<Value>) -> Void
     ) -> ObservationToken {
-        // unsafeBitCast: an `isolated` parameter changes no calling convention
-        // (`Actor.assumeIsolated` relies on the same); the hop calls the
-        // handler only on `listener`'s executor.
-        let handler = unsafeBitCast(
-            changeHandler, to: (@Sendable (Listener, Self, ObservedChange<Value>) -> Void).self)
+        let handler = _droppingIsolation(changeHandler)
         let hop = _Hop(actor: listener, root: self, options: options, handler: handler)
         let (token, deliversInitial) = _register(
             keyPath, by: listener, listenerType: Listener.self, options: options,

@@ -17,16 +17,11 @@
 /// an ``_ObservableSentinel``, which carries the Observation registrar the
 /// property reports to.
 @usableFromInline
-// @unchecked Sendable: every stored property, here and in the subclass, is
-// an immutable `Sendable` value.
+// @unchecked Sendable: its one stored property is an immutable `Sendable`
+// value (the subclass states its own).
 class _Sentinel: @unchecked Sendable {
     @usableFromInline
     final let channel: _Channel
-
-    /// The sentinel as an ``_ObservableSentinel`` (which carries the
-    /// Observation registrar the property reports to), or `nil`.
-    @usableFromInline
-    var observable: _ObservableSentinel? { nil }
 
     /// The sentinel of the property `keyPath` (as declared) of `object`.
     init(object: AnyObject, keyPath: AnyKeyPath) {

@@ -147,12 +147,7 @@ public final class NotificationHub: Sendable {
         by listener: Listener,
         handler: @escaping @Sendable (isolated Listener, PostedNotification<Payload>) -> Void
     ) -> ObservationToken {
-        // unsafeBitCast: an `isolated` parameter changes no calling convention
-        // (`Actor.assumeIsolated` relies on the same); the hop calls the
-        // handler only on `listener`'s executor.
-        let handler = unsafeBitCast(
-            handler, to: (@Sendable (Listener, PostedNotification<Payload>) -> Void).self)
-        return _observe(name.id, sender, listener, hoppingTo: listener, handler)
+        return _observe(name.id, sender, listener, hoppingTo: listener, _droppingIsolation(handler))
     }
 
     /// Observes every notification posted to this hub (of any name) on

@@ -127,6 +127,14 @@ enum _ModelSentinels {
 
     private static let table = _Mutex<[ObjectIdentifier: [Slot]]>([:])
 
+    /// The sentinels filed for the model `modelID` under a key path hashing
+    /// to `keyPathHash` (retained: released by the caller, unlocked).
+    private static func sentinels(of modelID: ObjectIdentifier, keyPathHash: Int) -> [_ModelSentinel] {
+        table.withLock { table in
+            (table[modelID] ?? []).compactMap { $0.keyPathHash == keyPathHash ? $0.sentinel : nil }
+        }
+    }
+
     /// The live sentinel of `keyPath` (by `==`) on `model`, if one was
     /// made: what an unobserve given an equal key path that is another
     /// instance (a literal in another file or module, a key path built at
@@ -135,10 +143,7 @@ enum _ModelSentinels {
     /// - Complexity: O(*k*) expected, *k* being the key paths observed on
     ///   `model`; `==` runs unlocked (it may run user code).
     static func existingSentinel(of model: AnyObject, keyPath: AnyKeyPath) -> _ModelSentinel? {
-        let hash = keyPath.hashValue
-        let candidates = table.withLock { table in
-            (table[ObjectIdentifier(model)] ?? []).compactMap { $0.keyPathHash == hash ? $0.sentinel : nil }
-        }
+        let candidates = sentinels(of: ObjectIdentifier(model), keyPathHash: keyPath.hashValue)
         return candidates.first { candidate in
             candidate.keyPath == keyPath && candidate.channel.object.load() === model && !candidate.channel.isTornDown
         }
@@ -153,9 +158,7 @@ enum _ModelSentinels {
         let hash = keyPath.hashValue
         while true {
             // Compared unlocked: `==` on key paths may run user code.
-            let candidates = table.withLock { table in
-                (table[modelID] ?? []).compactMap { $0.keyPathHash == hash ? $0.sentinel : nil }
-            }
+            let candidates = sentinels(of: modelID, keyPathHash: hash)
             for candidate in candidates where candidate.keyPath == keyPath {
                 // A sentinel left by a dead model at this address (weak
                 // probes: the address may be reused) is not this model's.

@@ -105,11 +105,7 @@ extension Observable where Self: AnyObject {
         options: ObservationOptions = .new,
         changeHandler: @escaping @Sendable (isolated Listener, Self, ObservedChange<Value>) -> Void
     ) -> ObservationToken {
-        // unsafeBitCast: an `isolated` parameter changes no calling convention
-        // (`Actor.assumeIsolated` relies on the same); the tracker calls the
-        // handler only on `listener`'s executor.
-        let handler = unsafeBitCast(
-            changeHandler, to: (@Sendable (Listener, Self, ObservedChange<Value>) -> Void).self)
+        let handler = _droppingIsolation(changeHandler)
         let isOnListener = _isCurrentExecutor(
             listener.unownedExecutor, isMainActor: (listener as AnyObject) === MainActor.shared)
         return _ObservableRegistration.register(

@@ -85,9 +85,6 @@ final class _ObservableSentinel: _Sentinel, @unchecked Sendable {
         super.init(object: object, keyPath: keyPath)
     }
 
-    @usableFromInline
-    override var observable: _ObservableSentinel? { self }
-
     /// The sentinel at `address` (a sentinel field's bits), unretained, if
     /// it is an `_ObservableSentinel`: its class is compared, no cast and no
     /// retain. The caller holds the object whose field holds the sentinel.
