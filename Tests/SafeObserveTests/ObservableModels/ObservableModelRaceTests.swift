@@ -51,7 +51,9 @@ private final class GatedStore: Sendable {
             gate.entered = gate.entered || gate.armed
             return gate.armed
         }
-        if holds { _ = settles(within: 60) { gate.withLock { $0.open } } }
+        // Long: the test opens it once a job on the global executor ran,
+        // which a parallel test run may keep waiting for many seconds.
+        if holds { _ = settles(within: 600) { gate.withLock { $0.open } } }
         return value
     }
 
@@ -198,10 +200,12 @@ struct ObservableModelRaceTests {
                 }
             },
             {
-                _ = settles(within: 60) { store.isHeld }
+                _ = settles(within: 600) { store.isHeld }
                 store.count = 1
-                // The other relation's job ran, and re-armed the tracking past the change.
-                _ = settles(within: 60) { first.changes.last?.newValue == 1 }
+                // The other relation's job ran, and re-armed the tracking
+                // past the change. It runs on the cooperative pool, which
+                // the tests running in parallel may keep busy for a minute.
+                _ = settles(within: 600) { first.changes.last?.newValue == 1 }
                 store.open()
             },
         ])
