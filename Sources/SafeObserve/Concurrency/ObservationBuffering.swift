@@ -23,13 +23,4 @@ public enum ObservationBuffering: Sendable, Hashable {
     /// counter.changes(\.count, buffering: .bufferingOldest(100))
     /// ```
     case bufferingOldest(Int)
-
-    @inlinable
-    func policy<Element>(for _: Element.Type) -> AsyncStream<Element>.Continuation.BufferingPolicy {
-        switch self {
-        case .unbounded: .unbounded
-        case .bufferingNewest(let limit): .bufferingNewest(Swift.max(limit, 1))
-        case .bufferingOldest(let limit): .bufferingOldest(Swift.max(limit, 1))
-        }
-    }
 }

@@ -138,19 +138,18 @@ public struct ObservedChanges<Root: AnyObject, Value: Sendable>: AsyncSequence {
     public func makeAsyncIterator() -> AsyncIterator {
         // Inlinable: the handler and the element type are specialized in the
         // caller's module, as `safeObserve`'s are.
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: Element.self, bufferingPolicy: buffering.policy(for: Element.self))
+        let buffer = _AsyncBuffer<Element>(buffering: buffering)
         let relay = _StreamRelay()
         guard let root else {
-            continuation.finish()
-            return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
+            buffer.finish()
+            return AsyncIterator(buffer: buffer, relay: relay)
         }
         let token = register(
-            root, keyPath, relay, options, _makeDeliver(options, _yielding(to: continuation, consumer: relay.consumer))
-        ) { continuation.yield($0) }
-        _endRelation(token, whenTerminated: continuation)
-        if !token.isActive { continuation.finish() }
-        return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay)
+            root, keyPath, relay, options, _makeDeliver(options, _yielding(to: buffer, consumer: relay.consumer))
+        ) { buffer.yield($0) }
+        _endRelation(token, whenFinished: buffer)
+        if !token.isActive { buffer.finish() }
+        return AsyncIterator(buffer: buffer, relay: relay)
     }
 
     /// Yields the changes; see ``ObservedChanges``.
@@ -163,13 +162,13 @@ public struct ObservedChanges<Root: AnyObject, Value: Sendable>: AsyncSequence {
     /// `for await` calls ``next(isolation:)``, which awaits in the caller's
     /// isolation; ``next()`` compiles only from nonisolated code.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        @usableFromInline var base: AsyncStream<Element>.Iterator
+        @usableFromInline let buffer: _AsyncBuffer<Element>
         /// The listener of the relation: it ends when the iterator dies.
         @usableFromInline let relay: _StreamRelay
 
         @usableFromInline
-        init(base: AsyncStream<Element>.Iterator, relay: _StreamRelay) {
-            self.base = base
+        init(buffer: _AsyncBuffer<Element>, relay: _StreamRelay) {
+            self.buffer = buffer
             self.relay = relay
         }
 
@@ -189,7 +188,7 @@ public struct ObservedChanges<Root: AnyObject, Value: Sendable>: AsyncSequence {
         @inlinable
         public mutating func next() async -> Element? {
             relay.consumer.record()
-            return await base.next()
+            return await buffer.next(isolation: nil as (any Actor)?)
         }
 
         /// The next change, or `nil` once the sequence finished, awaited in
@@ -201,7 +200,7 @@ public struct ObservedChanges<Root: AnyObject, Value: Sendable>: AsyncSequence {
         @inlinable
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
             relay.consumer.record()
-            return await base.next(isolation: actor)
+            return await buffer.next(isolation: actor)
         }
     }
 }

@@ -1,9 +1,9 @@
 import Synchronization
 
-/// The relation's handler: yields each change to `continuation`. It holds
-/// a finisher, released with the handler whenever the relation ends (the
+/// The relation's handler: yields each change to `buffer`. It holds a
+/// finisher, released with the handler whenever the relation ends (the
 /// object died, the iterator was cancelled or dropped), which finishes the
-/// stream. Not generic over the root type, whose metatype a `@Sendable`
+/// sequence. Not generic over the root type, whose metatype a `@Sendable`
 /// closure must not capture.
 ///
 /// Once the task consuming the sequence is cancelled (as `consumer` saw it
@@ -13,26 +13,24 @@ import Synchronization
 /// for it meanwhile.
 @inlinable
 func _yielding<Value: Sendable>(
-    to continuation: AsyncStream<ObservedChange<Value>>.Continuation, consumer: _StreamConsumer
+    to buffer: _AsyncBuffer<ObservedChange<Value>>, consumer: _StreamConsumer
 ) -> @Sendable (ObservedChange<Value>) -> Void {
-    let finisher = _StreamFinisher(continuation)
+    let finisher = _StreamFinisher(buffer)
     return { change in
         if consumer.isCancelled {
-            finisher.continuation.finish()
+            finisher.buffer.finish()
         } else {
-            finisher.continuation.yield(change)
+            finisher.buffer.yield(change)
         }
     }
 }
 
-/// Ends the relation of `token` when the stream terminates (its consuming
-/// task is cancelled, or it finishes). Not generic over the root type, whose
-/// metatype a `@Sendable` closure must not capture.
+/// Ends the relation of `token` when the sequence finishes (its consuming
+/// task is cancelled, or the relation ended). Not generic over the root
+/// type, whose metatype a `@Sendable` closure must not capture.
 @inlinable
-func _endRelation<Element: Sendable>(
-    _ token: ObservationToken, whenTerminated continuation: AsyncStream<Element>.Continuation
-) {
-    continuation.onTermination = { _ in token.invalidate() }
+func _endRelation<Element: Sendable>(_ token: ObservationToken, whenFinished buffer: _AsyncBuffer<Element>) {
+    buffer.onTermination { token.invalidate() }
 }
 
 /// The listener of a sequence's relation, owned by its iterator. A
@@ -112,18 +110,18 @@ final class _StreamConsumer: Sendable {
     }
 }
 
-/// Finishes a sequence's stream when it is released, which happens when the
+/// Finishes a sequence's buffer when it is released, which happens when the
 /// relation that captured it in its handler ends, however it ends.
 @usableFromInline
 final class _StreamFinisher<Element: Sendable>: Sendable {
-    @usableFromInline let continuation: AsyncStream<Element>.Continuation
+    @usableFromInline let buffer: _AsyncBuffer<Element>
 
     @usableFromInline
-    init(_ continuation: AsyncStream<Element>.Continuation) {
-        self.continuation = continuation
+    init(_ buffer: _AsyncBuffer<Element>) {
+        self.buffer = buffer
     }
 
     deinit {
-        continuation.finish()
+        buffer.finish()
     }
 }

@@ -76,52 +76,51 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
     /// let next = await iterator.next(isolation: #isolation)
     /// ```
     public func makeAsyncIterator() -> AsyncIterator {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: Element.self, bufferingPolicy: buffering.policy(for: Element.self))
+        let buffer = _AsyncBuffer<Element>(buffering: buffering)
         let relay = _StreamRelay()
         let target = hub.load().map { unsafeDowncast($0, to: NotificationHub.self) }
         let senderObject = sender?.load()
         guard let target, sender == nil || senderObject != nil else {
-            continuation.finish()
-            return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay, sender: nil)
+            buffer.finish()
+            return AsyncIterator(buffer: buffer, relay: relay, sender: nil)
         }
-        // The finisher finishes the stream when the relation (and so this
+        // The finisher finishes the sequence when the relation (and so this
         // handler) is released, however it ends.
-        let finisher = _StreamFinisher(continuation)
+        let finisher = _StreamFinisher(buffer)
         // Once the consuming task is cancelled, the first notification to
-        // come finishes the stream instead (see `_yielding(to:consumer:)`).
+        // come finishes the sequence instead (see `_yielding(to:consumer:)`).
         let consumer = relay.consumer
         let token = target._observe(name.id, senderObject, relay, hoppingTo: nil) {
             (_: _StreamRelay, notification: Element) in
             if consumer.isCancelled {
-                finisher.continuation.finish()
+                finisher.buffer.finish()
             } else {
-                finisher.continuation.yield(notification)
+                finisher.buffer.yield(notification)
             }
         }
-        // The sender's death finishes the stream: inside its `deinit` if it
+        // The sender's death finishes the sequence: inside its `deinit` if it
         // is a `SafeObserver` (a finalizer on its proxy), soon after
         // otherwise (the watch of plain senders).
         var finalizer: (proxy: _ListenerProxy, id: Int)?
         var watch: (sender: ObjectIdentifier, id: Int)?
         if let senderObject {
             if let proxy = _ListenerProxy.ofSafeObserver(senderObject) {
-                if let id = proxy.addFinalizer({ continuation.finish() }) {
+                if let id = proxy.addFinalizer({ buffer.finish() }) {
                     finalizer = (proxy, id)
                 } else {
-                    continuation.finish()
+                    buffer.finish()
                 }
             } else {
-                watch = (ObjectIdentifier(senderObject), _SenderWatch.watch(senderObject) { continuation.finish() })
+                watch = (ObjectIdentifier(senderObject), _SenderWatch.watch(senderObject) { buffer.finish() })
             }
         }
-        continuation.onTermination = { [finalizer, watch] _ in
+        buffer.onTermination { [finalizer, watch] in
             token.invalidate()
             if let finalizer { finalizer.proxy.removeFinalizer(finalizer.id) }
             if let watch { _SenderWatch.unwatch(watch.sender, id: watch.id) }
         }
-        if !token.isActive { continuation.finish() }
-        return AsyncIterator(base: stream.makeAsyncIterator(), relay: relay, sender: sender)
+        if !token.isActive { buffer.finish() }
+        return AsyncIterator(buffer: buffer, relay: relay, sender: sender)
     }
 
     /// Yields the notifications; see ``PostedNotifications``.
@@ -133,28 +132,30 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
     /// `for await` calls ``next(isolation:)``, which awaits in the caller's
     /// isolation; ``next()`` compiles only from nonisolated code.
     public struct AsyncIterator: AsyncIteratorProtocol {
-        /// The stream; `nil` once the sender died (dropped then, which ends
-        /// the relation and releases what was buffered).
-        var base: AsyncStream<Element>.Iterator?
+        /// The buffer; `nil` once the sender died (dropped then, which
+        /// releases what was buffered).
+        var buffer: _AsyncBuffer<Element>?
         /// The listener of the relation: it ends when the iterator dies.
         let relay: _StreamRelay
         /// The sender the sequence filters on, if any: a notification it
         /// posted is yielded only while it lives.
         let sender: _UnretainedReference?
 
-        init(base: AsyncStream<Element>.Iterator, relay: _StreamRelay, sender: _UnretainedReference?) {
-            self.base = base
+        init(buffer: _AsyncBuffer<Element>, relay: _StreamRelay, sender: _UnretainedReference?) {
+            self.buffer = buffer
             self.relay = relay
             self.sender = sender
         }
 
-        /// `element`, unless the sender died (then the stream is dropped:
-        /// what it still buffers is never yielded).
+        /// `element`, unless the sender died (then the sequence finishes,
+        /// and what it still buffers is released, never yielded).
         ///
-        /// - Complexity: O(1): one liveness probe.
+        /// - Complexity: O(1) (one liveness probe), O(buffered) once the
+        ///   sender died.
         private mutating func passing(_ element: Element?) -> Element? {
             guard let sender, sender.isGone else { return element }
-            base = nil
+            buffer?.finish(discardingBuffered: true)
+            buffer = nil
             return nil
         }
 
@@ -172,9 +173,9 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         /// It compiles only from nonisolated code (the iterator is not
         /// `Sendable`); from an actor, call ``next(isolation:)``.
         public mutating func next() async -> Element? {
-            guard base != nil else { return nil }
+            guard let buffer else { return nil }
             relay.consumer.record()
-            return passing(await base!.next())
+            return passing(await buffer.next(isolation: nil as (any Actor)?))
         }
 
         /// The next notification, or `nil` once the sequence finished,
@@ -184,9 +185,9 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         /// let notification = await iterator.next(isolation: #isolation)
         /// ```
         public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
-            guard base != nil else { return nil }
+            guard let buffer else { return nil }
             relay.consumer.record()
-            return passing(await base!.next(isolation: actor))
+            return passing(await buffer.next(isolation: actor))
         }
     }
 }
