@@ -164,7 +164,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         // made this change): those changes are older than the queued ones.
         if mailbox.batch?.hop == ObjectIdentifier(self) {
             // The relation is loaded under the lock, and dropped after it.
-            deliverBatch(relation: mailboxState.withLock { _ in _load(queue.relation) })
+            deliverBatch(relation: mailboxState.withLock { _ in queue.loadRelation() })
         }
         while deliverNext(ticket: nil) {}
     }
@@ -178,7 +178,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
             mailbox.batch!.next += 1
             // Each change checks both sides anew: a handler may have ended
             // the relation or dropped either side.
-            guard let (listener, root) = _hopRecipients(relation, root: root) else {
+            guard let (listener, root) = _hopRecipients(relation, root: root, checksChannel: deliversNotifications) else {
                 mailbox.batch!.next = batch.end
                 dropQueue()
                 return false
@@ -267,7 +267,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
                 // The relation is loaded under the lock, and dropped after it.
                 let (taken, relation) = mailboxState.withLock { _ in
                     let taken = queue.take(from: ticket, limit: remaining, into: buffer, hasPending: hasPending)
-                    return (taken, taken > 0 ? _load(queue.relation) : nil)
+                    return (taken, taken > 0 ? queue.loadRelation() : nil)
                 }
                 guard taken > 0 else { return }
                 defer { buffer.baseAddress!.deinitialize(count: taken) }
@@ -290,10 +290,10 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     func deliverNext(ticket: UInt64?) -> Bool {
         // The relation is loaded under the lock, and dropped after it.
         let next = mailboxState.withLock { _ in
-            queue.next(ticket: ticket, hasPending: hasPending).map { ($0, _load(queue.relation)) }
+            queue.next(ticket: ticket, hasPending: hasPending).map { ($0, queue.loadRelation()) }
         }
         guard let (change, relation) = next else { return false }
-        guard let (listener, root) = _hopRecipients(relation, root: root) else {
+        guard let (listener, root) = _hopRecipients(relation, root: root, checksChannel: deliversNotifications) else {
             dropQueue()
             return false
         }
@@ -324,15 +324,24 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
 
 /// The listener and the object of a hop's relation, if the relation is
 /// still active and both are alive; otherwise `nil`, having ended the
-/// relation of a dead listener (so its handler is released now).
+/// relation of a dead listener or object (so its handler is released now).
+///
+/// A key-path relation's object is the hop's `root`, so loading it is the
+/// liveness check of ``_Relation/isLive`` too (without probing the channel's
+/// reference to it again); a notification observer's `root` is the sender
+/// (or the hub), so `checksChannel` checks the hub as well.
 @usableFromInline
-func _hopRecipients(_ relation: _Relation?, root: _UnretainedReference) -> (AnyObject, AnyObject)? {
-    guard let relation, relation.isLive else { return nil }
+func _hopRecipients(_ relation: _Relation?, root: _UnretainedReference, checksChannel: Bool) -> (AnyObject, AnyObject)?
+{
+    guard let relation, checksChannel ? relation.isLive : relation.isActive else { return nil }
     guard let listener = relation.listener.load() else {
         relation.end()
         return nil
     }
-    guard let root = root.load() else { return nil }
+    guard let root = root.load() else {
+        relation.end()
+        return nil
+    }
     return (listener, root)
 }
 

@@ -38,6 +38,14 @@ extension _Hop {
         @inlinable
         var isEmpty: Bool { head == items.count }
 
+        /// The relation, unless it ended and was released. Mutating only so
+        /// that the reference is borrowed where it is stored, not copied
+        /// (a copy of an unowned reference counts its allocation twice).
+        @inlinable
+        mutating func loadRelation() -> _Relation? {
+            _load(relation)
+        }
+
         /// Filed changes have a job coming (the mailbox's), and changes are
         /// filed once the relation is attached; checked after each
         /// transition under `SAFEOBSERVE_INTERNAL_CHECKS`.
@@ -131,6 +139,14 @@ extension _Hop {
         @inlinable
         mutating func next(ticket: UInt64?, hasPending: borrowing Atomic<Bool>) -> ObservedChange<Value>? {
             guard !isEmpty, relation != nil else { return nil }
+            if items.count == 1 {
+                // One change queued (a producer that waits for each
+                // delivery): popped, with nothing left to empty.
+                if let ticket, items[0]?.ticket != ticket { return nil }
+                hasPending.store(false, ordering: .releasing)
+                // Unwrapped: the one slot at `head` is filled.
+                return items.removeLast().unsafelyUnwrapped.change
+            }
             guard let item = items[head].take() else { return nil }
             if let ticket, item.ticket != ticket {
                 items[head] = item

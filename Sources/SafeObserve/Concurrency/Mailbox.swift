@@ -167,8 +167,7 @@ final class _Mailbox: @unchecked Sendable {
     /// executor's other work. So changes made elsewhere faster than the
     /// executor delivers them never hold it.
     func deliverBatch() {
-        let bound = state.withLock { $0.nextTicket } &+ Self.lateArrivals
-        if deliver(before: bound) { schedule() }
+        if deliver(lateArrivals: Self.lateArrivals) { schedule() }
     }
 
     /// A default actor's job: one batch at a time, each after checking the
@@ -177,24 +176,27 @@ final class _Mailbox: @unchecked Sendable {
         while true {
             // unwrapped: only a default actor's mailbox delivers in batches.
             guard let actor = _liveActor(actor.unsafelyUnwrapped) else { return actorDied() }
-            let bound = state.withLock { $0.nextTicket }
-            guard await Self.deliver(self, before: bound, on: actor) else { return }
+            guard await Self.deliverBatch(of: self, on: actor) else { return }
         }
     }
 
-    private static func deliver(_ mailbox: _Mailbox, before bound: UInt64, on actor: isolated any Actor) async
-        -> Bool
-    {
-        mailbox.deliver(before: bound)
+    private static func deliverBatch(of mailbox: _Mailbox, on actor: isolated any Actor) async -> Bool {
+        mailbox.deliver(lateArrivals: 0)
     }
 
     /// Delivers the waiting entries in order, on the executor: those queued
-    /// before the ticket `bound`, or all (`nil`); whether entries remain
-    /// (then the job goes on).
-    @discardableResult
-    func deliver(before bound: UInt64?) -> Bool {
+    /// before the first entry is taken, and at most `lateArrivals` more;
+    /// whether entries remain (then the job goes on).
+    func deliver(lateArrivals: UInt64) -> Bool {
+        // Set under the lock that takes the first entry.
+        var bound: UInt64? = nil
         while true {
-            switch state.withLock({ $0.next(before: bound) }) {
+            let next = state.withLock { state in
+                if bound == nil { bound = state.nextTicket &+ lateArrivals }
+                return state.next(before: bound)
+            }
+            // Consumed: the hop it loaded is moved out, not copied.
+            switch consume next {
             case .run(let hop, let firstTicket, let count):
                 guard let hop else { continue }
                 // unsafeDowncast: entries are only filed by hops.

@@ -7,12 +7,17 @@ extension _Mailbox {
         /// Never keeps the hop (and so its handler) alive: a hop whose
         /// relation ended meanwhile is gone when the entry's turn comes.
         @usableFromInline let hop: _UnretainedReference
+        /// The hop's address, loaded without copying `hop` (a copy of an
+        /// unowned reference counts the allocation once more, and back);
+        /// valid while `hop` keeps the allocation.
+        let handle: _UnretainedHandle
         @usableFromInline var firstTicket: UInt64
         @usableFromInline var count: Int
 
         @usableFromInline
         init(hop: _UnretainedReference, firstTicket: UInt64) {
             self.hop = hop
+            handle = _UnretainedHandle(hop)
             self.firstTicket = firstTicket
             count = 1
         }
@@ -99,7 +104,7 @@ extension _Mailbox {
                 guard first < bound else { return .bounded }
                 count = min(count, Int(bound - first))
             }
-            let run = Next.run(hop: entries[head].hop.load(), firstTicket: first, count: count)
+            let run = Next.run(hop: entries[head].handle.load(), firstTicket: first, count: count)
             if count < entries[head].count {
                 // The rest of the run was queued after the batch began.
                 entries[head].firstTicket = first &+ UInt64(count)
