@@ -178,7 +178,8 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
             mailbox.batch!.next += 1
             // Each change checks both sides anew: a handler may have ended
             // the relation or dropped either side.
-            guard let (listener, root) = _hopRecipients(relation, root: root, checksChannel: deliversNotifications) else {
+            guard let (listener, root) = _hopRecipients(relation, root: root, checksChannel: deliversNotifications)
+            else {
                 mailbox.batch!.next = batch.end
                 dropQueue()
                 return false
