@@ -223,7 +223,7 @@ struct _AddressTable<Element: _AddressKeyed> {
     }
 
     private mutating func grow() {
-        rehash(capacity: Swift.max(8, slots.count * 2))
+        rehash(capacity: Swift.max(2, slots.count * 2))
     }
 
     /// Halves the load to about 1/2: amortized O(1), since 3/4 of the

@@ -78,6 +78,11 @@ struct AddressTableTests {
         // found in the 8-slot table it is then filed in (which keeps its
         // storage while it empties).
         var table = _AddressTable<Boxed>()
+        // Grown to 8 slots (a table starts with 2), then emptied: a table
+        // of 16 slots or fewer keeps its storage.
+        let fillers = (1...5).map { unsafeBitCast(UInt(0x7000_0000 + $0 * 16), to: ObjectIdentifier.self) }
+        for filler in fillers { table.insert(Boxed(tableKey: filler, value: 0)) }
+        for filler in fillers { table.remove(under: filler) { _ in true } }
         /// A key whose home slot is the last of `table`'s 8.
         func keyHomedInLastSlot() -> ObjectIdentifier? {
             for bits in stride(from: UInt(0x1000), to: 0x1000 + 16 * 4_096, by: 16) {
