@@ -315,7 +315,7 @@ public enum Scenarios {
 
     /// Synchronous scenarios added after the asynchronous ones
     /// (``concurrent``), numbered after them: from ``laterStart`` on.
-    public static let later: [Scenario] = observationSeesSafeModels
+    public static let later: [Scenario] = observationSeesSafeModels + cellReuse
 
     /// The number of the first of ``later``.
     public static var laterStart: Int { all.count + concurrent.count }
