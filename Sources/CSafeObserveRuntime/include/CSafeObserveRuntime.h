@@ -63,6 +63,18 @@ __attribute__((swiftcall, weak)) bool csafeobserve_isCurrentExecutorWithFlags(
 __attribute__((swiftcall)) CSafeObserveExecutorRef csafeobserve_currentExecutor(void)
     CSAFEOBSERVE_SYMBOL(swift_task_getCurrentExecutor);
 
+/// `AsyncTask *swift_task_getCurrent(void)`: the task the thread runs, or
+/// NULL outside any task.
+__attribute__((swiftcall)) void *_Nullable csafeobserve_currentTask(void)
+    CSAFEOBSERVE_SYMBOL(swift_task_getCurrent);
+
+/// Whether the thread runs a task's job on no serial executor (a nonisolated
+/// task on the global executor): such a job is never isolated to the main
+/// actor, whatever the runtime would be asked (two thread-local reads).
+static inline bool csafeobserve_isOnGenericExecutorInTask(void) {
+    return csafeobserve_currentExecutor().identity == NULL && csafeobserve_currentTask() != NULL;
+}
+
 /// Whether the thread runs on the executor made of these two words, by
 /// identity (what older runtimes can answer without trapping).
 static inline bool csafeobserve_isCurrentExecutorByIdentity(void *_Nullable identity) {

@@ -403,6 +403,25 @@ struct IsolatedHandlerTests {
         #expect(detached == (false, false))
     }
 
+    /// The main-actor check answers without the runtime off the main thread
+    /// in a nonisolated task's job: the same as the runtime, in every
+    /// context (a main-actor task, a nonisolated task, a default actor's and
+    /// a custom executor's jobs, a thread outside any task).
+    @Test func theMainActorCheck_answersAsTheRuntimeDoes_inEveryContext() async {
+        let main = MainActor.shared.unownedExecutor
+        let answers: @Sendable () -> [Bool] = {
+            [_isCurrentExecutor(main, isMainActor: true), _runtimeIsCurrentExecutor(main)]
+        }
+        #expect(await MainActor.run { answers() } == [true, true])
+        #expect(await Task.detached { answers() }.value == [false, false])
+        #expect(await Task { @concurrent in answers() }.value == [false, false], "a nonisolated task")
+        #expect(await Accumulator().running(answers) == [false, false], "a default actor's job")
+        #expect(await ExecutorActor().running(answers) == [false, false], "a custom executor's job")
+        let outside = _Mutex<[Bool]>([])
+        await stressRunConcurrentlyOffThePool([{ outside.withLock { $0 = answers() } }])
+        #expect(outside.withLock { $0 } == [false, false], "a thread outside any task")
+    }
+
     @Test func aGlobalActorListener_receivesChangesOnItsActor_inOrder() async {
         let model = SharedModel()
         let listener = await BackgroundListener.make(observing: model)
@@ -596,4 +615,9 @@ private actor Registrar {
             listener.record("\(change.newValue!)")
         }
     }
+}
+
+extension Actor {
+    /// `body`'s result, computed on the actor.
+    fileprivate func running<Result: Sendable>(_ body: @Sendable () -> Result) -> Result { body() }
 }
