@@ -222,7 +222,6 @@ public struct Observed<Value> {
     static func _endInPlaceChange(
         _ emission: _Channel.Emission, of instance: some SafeObservable, sentinelBits: UInt, new: Value?, old: Value?
     ) -> Bool {
-        defer { emission.end(root: instance) }
         guard let new else {
             if emission.hasPrior { emission.abandonPriorPhase(root: instance) }
             return false

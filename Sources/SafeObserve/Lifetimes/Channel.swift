@@ -42,8 +42,7 @@ final class _Channel: Sendable {
     }
 
     /// What one change delivers to: a snapshot of the relation list taken
-    /// under the lock, plus a +1 on the observed object that ``end(root:)``
-    /// gives back.
+    /// under the lock (the observed object is the caller's to hold).
     @usableFromInline
     struct Emission {
         let relations: ContiguousArray<_Relation?>
@@ -367,12 +366,6 @@ final class _Channel: Sendable {
             }
         }
 
-        /// Gives back the +1 on the observed object that the emission took.
-        @inlinable
-        func end(root: AnyObject) {
-            // Unmanaged: balances the swift_tryRetain of `beginEmission(on:)`.
-            Unmanaged.passUnretained(root).release()
-        }
     }
 
     let state = _Mutex(State())
@@ -427,7 +420,6 @@ final class _Channel: Sendable {
         readNew: () -> Value
     ) rethrows -> Result {
         guard let emission = beginEmission(on: root) else { return try mutate() }
-        defer { emission.end(root: root) }
         var old: Value? = emission.needsOld ? readOld() : nil
         if _slowPath(emission.hasPrior) {
             emission.deliverPrior(root: root, old: old, channel: self)
@@ -447,11 +439,16 @@ final class _Channel: Sendable {
         return result
     }
 
-    /// Takes the snapshot a change is delivered to and retains `root`, or
-    /// returns `nil` when nobody listens or `root` is inside its own `deinit`.
+    /// Takes the snapshot a change is delivered to, or returns `nil` when
+    /// nobody listens or `root` is inside its own `deinit`.
+    ///
+    /// `root` is not retained: it is the object whose property changes, and
+    /// the caller holds it for the whole emission (Swift keeps a setter's or
+    /// a `_modify`'s object alive for the call, even if a handler releases
+    /// every other reference to it).
     ///
     /// - Complexity: O(1): one lock, one retain of the relation list and one
-    ///   `swift_tryRetain` of `root`.
+    ///   `swift_isDeallocating` of `root`.
     @usableFromInline
     func beginEmission(on root: AnyObject) -> Emission? {
         let probe = _Probe.current
@@ -459,15 +456,13 @@ final class _Channel: Sendable {
             guard state.liveCount > 0 else { return nil }
             return Emission(relations: state.relations, needs: state.needs, probe: probe)
         }
-        // One probe both refuses a dying object and keeps a live one alive.
-        guard let emission, probe.tryRetain(root) else { return nil }
+        guard let emission, !_swift_isDeallocating(root) else { return nil }
         return emission
     }
 
     /// Starts delivering an event (a notification) whose root the caller
-    /// holds for the whole delivery: a snapshot of the relations, and no +1
-    /// on the root (nothing to ``Emission/end(root:)``); `nil` when nobody
-    /// listens.
+    /// holds for the whole delivery: a snapshot of the relations, as for a
+    /// change, without the root's liveness probe; `nil` when nobody listens.
     @usableFromInline
     func beginEvent() -> Emission? {
         let probe = _Probe.current

@@ -342,7 +342,7 @@ struct NotificationQueueTests {
 
     /// A handler that keeps enqueueing: each job posts what was queued when
     /// it started, so the actor's other jobs run in between. The handler
-    /// stops by itself after 60 seconds, so that a job that holds the actor
+    /// stops by itself after five minutes, so that a job that holds the actor
     /// fails the test instead of hanging it. The other job is started by the
     /// handler itself, on the queue's actor (the main one), so the check
     /// counts posts in that actor's own order: no thread the test runs on,
@@ -357,7 +357,9 @@ struct NotificationQueueTests {
     /// it returns while the handler still enqueues, not once the queue is
     /// empty. (How soon is the runtime's: on Linux, a main-actor task
     /// resumed after a suspension comes back through the cooperative pool,
-    /// so a loaded pool delays it by thousands of posts.)
+    /// so a loaded pool delays it by thousands of posts; in a parallel run
+    /// of the whole suite on two cores, behind the other tests' jobs, by
+    /// more than a minute.)
     @Test(arguments: [NotificationHub.Queue.PostingStyle.asap, .whenIdle])
     func aWaiterOnTheQueuesActor_returnsWhileAHandlerKeepsEnqueueing(style: NotificationHub.Queue.PostingStyle) async {
         let run = await keepEnqueueing(style: style, waiting: true)
@@ -366,14 +368,16 @@ struct NotificationQueueTests {
     }
 
     /// A handler on a main-actor queue that enqueues the next notification
-    /// at each post, for 60 seconds at most; at the first, it starts another
+    /// at each post, for five minutes at most; at the first, it starts another
     /// main-actor job and (if `waiting`) a waiter there. Returns the posts
     /// made when each of them ran, and when the handler stopped by itself
     /// (`Int.max` if it stopped because both had run).
     private func keepEnqueueing(
         style: NotificationHub.Queue.PostingStyle, waiting: Bool
     ) async -> (job: Int, wait: Int, stoppedAt: Int) {
-        let deadline = ContinuousClock.now + .seconds(60)
+        // Long: the handler stops as soon as both ran; only a waiter that
+        // never returns waits this long.
+        let deadline = ContinuousClock.now + .seconds(300)
         let hub = NotificationHub()
         let queue = NotificationHub.Queue(hub: hub)  // the main actor
         let posted = Atomic<Int>(0)
