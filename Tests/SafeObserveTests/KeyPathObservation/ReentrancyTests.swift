@@ -151,6 +151,40 @@ struct ReentrancyTests {
         #expect(SafeObservation.relations(observedBy: listener).isEmpty)
     }
 
+    /// The emission does not retain the object: the caller's reference
+    /// keeps it for the setter, however the caller reached it (a weak or an
+    /// unowned reference is loaded strongly for the call). Under ASan, a
+    /// delivery to a freed object would be reported.
+    @Test(arguments: ["weak", "unowned", "in-place"])
+    func releasingTheObservedObjectInsideAHandler_throughAWeakOrUnownedReference_isSafe(reference: String) {
+        // @unchecked Sendable: touched only on the test's own thread.
+        final class Holder: @unchecked Sendable {
+            var counter: Counter?
+        }
+        let holder = Holder()
+        let counters = LifetimeCounter()
+        let first = Listener()
+        let second = Listener()
+        let log = EventLog()
+        holder.counter = Counter(lifetime: counters)
+        holder.counter!.safeObserve(\.count, by: first) { _, _, _ in holder.counter = nil }
+        holder.counter!.safeObserve(\.count, by: second, options: [.old, .new]) { _, counter, change in
+            log.record("\(change.oldValue!)->\(change.newValue!) \(counter.count)")
+        }
+        switch reference {
+        case "weak":
+            weak let counter = holder.counter
+            counter?.count = 1
+        case "unowned":
+            unowned let counter = holder.counter!
+            counter.count = 1
+        default:
+            holder.counter!.count += 1
+        }
+        #expect(counters.liveCount == 0, "the object outlived the change")
+        #expect(log.entries == ["0->1 1"], "the change being delivered completes")
+    }
+
     @Test func invalidatingEveryTokenInsideAHandler_isSafe() {
         let counter = Counter()
         let listeners = (0..<10).map { _ in Listener() }
