@@ -4,6 +4,12 @@ import Testing
 @testable import SafeObserve
 
 /// Semantics 4: anything may happen inside a handler.
+/// A reference a handler clears (to release what it holds mid-delivery).
+// @unchecked Sendable: touched only on the test's own thread.
+private final class Holder<Value: AnyObject>: @unchecked Sendable {
+    var value: Value?
+}
+
 @Suite("Re-entrancy inside handlers")
 struct ReentrancyTests {
     @Test func unobservingInsideTheInitialCallback_stopsEveryLaterDelivery() {
@@ -107,18 +113,14 @@ struct ReentrancyTests {
     }
 
     @Test func releasingTheListenerInsideItsHandler_deliversNothingAfterwards() {
-        // @unchecked Sendable: touched only on the test's own thread.
-        final class Holder: @unchecked Sendable {
-            var listener: OptInListener?
-        }
         let counter = Counter()
-        let holder = Holder()
+        let holder = Holder<OptInListener>()
         let listeners = LifetimeCounter()
         let log = EventLog()
-        holder.listener = OptInListener(lifetime: listeners)
-        counter.safeObserve(\.count, by: holder.listener!) { _, _, change in
+        holder.value = OptInListener(lifetime: listeners)
+        counter.safeObserve(\.count, by: holder.value!) { _, _, change in
             log.record("\(change.newValue!)")
-            holder.listener = nil  // still alive until this handler returns
+            holder.value = nil  // still alive until this handler returns
         }
         counter.count = 1
         #expect(listeners.liveCount == 0, "Listener leaked")
@@ -127,24 +129,20 @@ struct ReentrancyTests {
     }
 
     @Test func releasingTheObservedObjectInsideAHandler_isSafe() {
-        // @unchecked Sendable: touched only on the test's own thread.
-        final class Holder: @unchecked Sendable {
-            var counter: Counter?
-        }
-        let holder = Holder()
+        let holder = Holder<Counter>()
         let counters = LifetimeCounter()
         let listener = Listener()
         let log = EventLog()
-        holder.counter = Counter(lifetime: counters)
-        holder.counter!.safeObserve(\.count, by: listener) { _, _, _ in
+        holder.value = Counter(lifetime: counters)
+        holder.value!.safeObserve(\.count, by: listener) { _, _, _ in
             log.record("a")
-            holder.counter = nil
+            holder.value = nil
         }
         let other = Listener()
-        holder.counter!.safeObserve(\.count, by: other, options: [.old]) { _, counter, _ in
+        holder.value!.safeObserve(\.count, by: other, options: [.old]) { _, counter, _ in
             log.record("b \(counter.count)")
         }
-        holder.counter!.count = 1
+        holder.value!.count = 1
         #expect(counters.liveCount == 0, "Observed object leaked")
         #expect(log.entries == ["a", "b 1"], "the change being delivered completes")
         #expect(SafeObservation.relations(observedBy: other).isEmpty)
@@ -157,29 +155,25 @@ struct ReentrancyTests {
     /// delivery to a freed object would be reported.
     @Test(arguments: ["weak", "unowned", "in-place"])
     func releasingTheObservedObjectInsideAHandler_throughAWeakOrUnownedReference_isSafe(reference: String) {
-        // @unchecked Sendable: touched only on the test's own thread.
-        final class Holder: @unchecked Sendable {
-            var counter: Counter?
-        }
-        let holder = Holder()
+        let holder = Holder<Counter>()
         let counters = LifetimeCounter()
         let first = Listener()
         let second = Listener()
         let log = EventLog()
-        holder.counter = Counter(lifetime: counters)
-        holder.counter!.safeObserve(\.count, by: first) { _, _, _ in holder.counter = nil }
-        holder.counter!.safeObserve(\.count, by: second, options: [.old, .new]) { _, counter, change in
+        holder.value = Counter(lifetime: counters)
+        holder.value!.safeObserve(\.count, by: first) { _, _, _ in holder.value = nil }
+        holder.value!.safeObserve(\.count, by: second, options: [.old, .new]) { _, counter, change in
             log.record("\(change.oldValue!)->\(change.newValue!) \(counter.count)")
         }
         switch reference {
         case "weak":
-            weak let counter = holder.counter
+            weak let counter = holder.value
             counter?.count = 1
         case "unowned":
-            unowned let counter = holder.counter!
+            unowned let counter = holder.value!
             counter.count = 1
         default:
-            holder.counter!.count += 1
+            holder.value!.count += 1
         }
         #expect(counters.liveCount == 0, "the object outlived the change")
         #expect(log.entries == ["0->1 1"], "the change being delivered completes")
