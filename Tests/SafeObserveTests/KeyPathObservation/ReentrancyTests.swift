@@ -3,13 +3,13 @@ import Testing
 
 @testable import SafeObserve
 
-/// Semantics 4: anything may happen inside a handler.
 /// A reference a handler clears (to release what it holds mid-delivery).
 // @unchecked Sendable: touched only on the test's own thread.
 private final class Holder<Value: AnyObject>: @unchecked Sendable {
     var value: Value?
 }
 
+/// Semantics 4: anything may happen inside a handler.
 @Suite("Re-entrancy inside handlers")
 struct ReentrancyTests {
     @Test func unobservingInsideTheInitialCallback_stopsEveryLaterDelivery() {
