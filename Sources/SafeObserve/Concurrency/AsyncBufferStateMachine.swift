@@ -31,10 +31,12 @@ struct _AsyncBufferStateMachine<Element: Sendable> {
 
     @usableFromInline
     init(buffering: ObservationBuffering) {
+        // A limit of 0 (or below) keeps nothing: an element reaches a
+        // consumer that is waiting, or no one, as with `AsyncStream`.
         switch buffering {
         case .unbounded: (limit, dropsOldest) = (.max, false)
-        case .bufferingNewest(let limit): (self.limit, dropsOldest) = (Swift.max(limit, 1), true)
-        case .bufferingOldest(let limit): (self.limit, dropsOldest) = (Swift.max(limit, 1), false)
+        case .bufferingNewest(let limit): (self.limit, dropsOldest) = (Swift.max(limit, 0), true)
+        case .bufferingOldest(let limit): (self.limit, dropsOldest) = (Swift.max(limit, 0), false)
         }
     }
 
@@ -58,7 +60,7 @@ struct _AsyncBufferStateMachine<Element: Sendable> {
             elements.append(element)
             return .none(dropped: nil)
         }
-        guard dropsOldest else { return .none(dropped: element) }
+        guard dropsOldest, limit > 0 else { return .none(dropped: element) }
         let oldest = popFirst()
         elements.append(element)
         return .none(dropped: oldest)

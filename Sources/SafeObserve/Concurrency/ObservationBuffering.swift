@@ -11,13 +11,16 @@ public enum ObservationBuffering: Sendable, Hashable {
     /// counter.changes(\.count, buffering: .unbounded)
     /// ```
     case unbounded
-    /// Keeps the newest `limit` elements, dropping older ones.
+    /// Keeps the newest `limit` elements, dropping older ones. A limit of 0
+    /// (or below) keeps none: an element reaches only a consumer already
+    /// waiting for it, as with `AsyncStream`.
     ///
     /// ```swift
     /// counter.values(\.count, buffering: .bufferingNewest(1))   // the latest value
     /// ```
     case bufferingNewest(Int)
-    /// Keeps the oldest `limit` elements, dropping newer ones.
+    /// Keeps the oldest `limit` elements, dropping newer ones. A limit of 0
+    /// (or below) keeps none, as above.
     ///
     /// ```swift
     /// counter.changes(\.count, buffering: .bufferingOldest(100))

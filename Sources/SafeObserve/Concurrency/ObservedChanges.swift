@@ -17,9 +17,12 @@ extension SafeObservable {
     ///   sequence finishes when the object dies.
     /// - Cancelling the consuming task ends the relation at once while it
     ///   awaits the next element; while its loop body awaits something else,
-    ///   at the first change after the cancellation (or when the body
-    ///   returns to the loop). Nothing made after the cancellation is
-    ///   buffered or delivered.
+    ///   or before its first `next()`, at the first change after the
+    ///   cancellation (or when the body returns to the loop). Nothing made
+    ///   after the cancellation is buffered or delivered. The consuming task
+    ///   is the one that made the iterator, then the last that called
+    ///   `next()`: an iterator that successive tasks advance ends when the
+    ///   last of them is cancelled, even after it finished.
     /// - An iterator dropped without being cancelled ends its relation when
     ///   it is deinitialized.
     ///
@@ -140,6 +143,10 @@ public struct ObservedChanges<Root: AnyObject, Value: Sendable>: AsyncSequence {
         // caller's module, as `safeObserve`'s are.
         let buffer = _AsyncBuffer<Element>(buffering: buffering)
         let relay = _StreamRelay()
+        // The task making the iterator (a `for await` loop's) consumes it
+        // until another calls `next()`: cancelled before its first `next()`,
+        // it is told nothing made after the cancellation.
+        relay.consumer.record()
         guard let root else {
             buffer.finish()
             return AsyncIterator(buffer: buffer, relay: relay)

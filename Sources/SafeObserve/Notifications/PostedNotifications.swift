@@ -78,6 +78,9 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator {
         let buffer = _AsyncBuffer<Element>(buffering: buffering)
         let relay = _StreamRelay()
+        // The task making the iterator consumes it until another calls
+        // `next()` (see `ObservedChanges.makeAsyncIterator()`).
+        relay.consumer.record()
         let target = hub.load().map { unsafeDowncast($0, to: NotificationHub.self) }
         let senderObject = sender?.load()
         guard let target, sender == nil || senderObject != nil else {
@@ -105,13 +108,18 @@ public struct PostedNotifications<Payload: Sendable>: AsyncSequence, Sendable {
         var watch: (sender: ObjectIdentifier, id: Int)?
         if let senderObject {
             if let proxy = _ListenerProxy.ofSafeObserver(senderObject) {
-                if let id = proxy.addFinalizer({ buffer.finish() }) {
+                // What is buffered is never yielded once the sender died:
+                // released then, not at the consumer's next `next()`.
+                if let id = proxy.addFinalizer({ buffer.finish(discardingBuffered: true) }) {
                     finalizer = (proxy, id)
                 } else {
-                    buffer.finish()
+                    buffer.finish(discardingBuffered: true)
                 }
             } else {
-                watch = (ObjectIdentifier(senderObject), _SenderWatch.watch(senderObject) { buffer.finish() })
+                watch = (
+                    ObjectIdentifier(senderObject),
+                    _SenderWatch.watch(senderObject) { buffer.finish(discardingBuffered: true) }
+                )
             }
         }
         buffer.onTermination { [finalizer, watch] in

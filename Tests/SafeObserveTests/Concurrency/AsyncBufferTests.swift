@@ -54,10 +54,17 @@ struct AsyncBufferTests {
     }
 
     @Test(arguments: [0, -5])
-    func aLimitBelowOne_keepsOneElement(limit: Int) async {
-        let buffer = _AsyncBuffer<Int>(buffering: .bufferingNewest(limit))
-        for value in 1...3 { buffer.yield(value) }
-        #expect(await buffer.next(isolation: nil) == 3)
+    func aLimitOfZeroOrBelow_keepsNothing_butAWaitingConsumerGetsTheElement(limit: Int) async {
+        for buffering in [ObservationBuffering.bufferingNewest(limit), .bufferingOldest(limit)] {
+            let lifetime = LifetimeCounter()
+            let buffer = _AsyncBuffer<Tracked>(buffering: buffering)
+            for value in 1...3 { buffer.yield(Tracked(value, lifetime)) }
+            #expect(lifetime.liveCount == 0, "\(buffering) kept an element")
+            let consumer = Task { await buffer.next(isolation: nil)?.value }
+            try? await Task.sleep(for: .milliseconds(10))
+            buffer.yield(Tracked(4, lifetime))
+            #expect(await consumer.value == 4, "\(buffering): a waiting consumer was not handed the element")
+        }
     }
 
     @Test func afterTheEnd_whatIsBufferedIsRead_thenNil_andLaterYieldsAreReleased() async {

@@ -92,6 +92,37 @@ struct AsyncSequenceTests {
         #expect(SafeObservation.relations(of: node).isEmpty)
     }
 
+    /// A task cancelled before its first `next()` is told nothing made
+    /// after the cancellation (round 5, E1): the task that made the iterator
+    /// is its consumer from the start.
+    @Test func aTaskCancelledBeforeItsFirstNext_isToldNothingMadeAfter() async {
+        let node = Node()
+        let consumer = Task.detached { () -> Int?? in
+            var changes = node.changes(\.count).makeAsyncIterator()
+            while !Task.isCancelled { await Task.yield() }
+            node.count = 1
+            return await changes.next()?.newValue
+        }
+        consumer.cancel()
+        #expect(await consumer.value == nil, "a change made after the cancellation was delivered")
+        #expect(SafeObservation.relations(of: node).isEmpty)
+    }
+
+    /// ObservationBuffering: a limit of 0 keeps nothing (round 5, E4): a
+    /// change reaches only a consumer already waiting.
+    @Test(arguments: [ObservationBuffering.bufferingNewest(0), .bufferingOldest(0), .bufferingNewest(-3)])
+    func aLimitOfZero_keepsNothing_butAWaitingConsumerIsTold(buffering: ObservationBuffering) async {
+        let node = Node()
+        var changes = node.changes(\.count, buffering: buffering).makeAsyncIterator()
+        node.count = 1  // nobody waits: dropped
+        let waiting = Task { [node] in
+            try? await Task.sleep(for: .milliseconds(20))
+            node.count = 2
+        }
+        #expect(await changes.next()?.newValue == 2)
+        await waiting.value
+    }
+
     @Test func anIteratorDroppedWithoutCancellation_endsItsRelation() async {
         let node = Node()
         do {

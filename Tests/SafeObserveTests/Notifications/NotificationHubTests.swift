@@ -526,6 +526,50 @@ struct NotificationHubSequenceTests {
         hub.post(.count, payload: 1, from: sender)
     }
 
+    /// Notifications.md: a sender's death releases what the sequence
+    /// buffered when it is noticed, not at the consumer's next `next()`
+    /// (round 5, E3): inside a `SafeObserver` sender's `deinit`, within the
+    /// probe's half second for another sender.
+    @Test(arguments: [false, true])
+    func aSendersDeath_releasesWhatTheSequenceBuffered_withoutANext(senderIsSafeObserver: Bool) async {
+        final class SafeSender: SafeObserver, Sendable {
+            let observerLifetime = ObserverLifetime()
+        }
+        let hub = NotificationHub()
+        let name = NotificationName<Payload>("sequence.released")
+        let lifetime = LifetimeCounter()
+        var sender: AnyObject? = senderIsSafeObserver ? SafeSender() : Sender()
+        var iterator = hub.notifications(named: name, from: sender!).makeAsyncIterator()
+        for _ in 1...3 { hub.post(name, payload: Payload(lifetime: lifetime), from: sender!) }
+        #expect(lifetime.liveCount == 3)
+        sender = nil
+        if senderIsSafeObserver {
+            #expect(lifetime.liveCount == 0, "released in the sender's deinit")
+        } else {
+            #expect(await eventually { lifetime.liveCount == 0 }, "released once the probe saw the death")
+        }
+        #expect(await iterator.next() == nil)
+    }
+
+    /// A task cancelled before its first `next()` is told nothing posted
+    /// after the cancellation (round 5, E1): the task that made the iterator
+    /// is its consumer from the start.
+    @Test func aTaskCancelledBeforeItsFirstNext_isToldNothingPostedAfter() async {
+        let hub = NotificationHub()
+        let posted = Flag()
+        let consumer = Task.detached { () -> Int? in
+            var iterator = hub.notifications(named: .count).makeAsyncIterator()
+            while !Task.isCancelled { await Task.yield() }
+            hub.post(.count, payload: 1)
+            posted.set()
+            return await iterator.next()?.payload
+        }
+        consumer.cancel()
+        #expect(await consumer.value == nil, "a notification posted after the cancellation was delivered")
+        #expect(posted.isSet)
+        #expect(hub.relations().isEmpty)
+    }
+
     /// PostedNotifications: "Nothing is yielded after the sender died" —
     /// not even what was buffered for a consumer busy when it died, whether
     /// the sender adopts `SafeObserver` (its sequences finish in its
