@@ -109,7 +109,9 @@ struct ObservationControllerScalingTests {
     /// costs at 10,000 what it costs at 100. (Fewer relations than
     /// elsewhere: each run observes them all again, at microseconds a
     /// registration in a debug build; a quadratic cost would still be 100×
-    /// more per relation.)
+    /// more per relation: measured 74× to 105×. The bound is 8: in an
+    /// optimized parallel run of the whole suite, the linear cost reached
+    /// 4.3×, its 10,000 objects out of the cache.)
     @Test func unobserveAllAndDebugDescription_costTheSamePerRelation_with10000AsWith100() {
         /// `rounds` × (a controller observing `count` objects, described,
         /// then unobserving all): the time of the descriptions and of the
@@ -136,7 +138,7 @@ struct ObservationControllerScalingTests {
         }
         // 10,000 relations described and ended on each side.
         var timings: [(early: Duration, late: Duration)] = []
-        let ratios = smallestRatios(below: 4) {
+        let ratios = smallestRatios(below: 8) {
             let early = timing(100, of: 100)
             let late = timing(1, of: 10_000)
             timings = [(early.describing, late.describing), (early.unobservingAll, late.unobservingAll)]
@@ -145,7 +147,7 @@ struct ObservationControllerScalingTests {
         for (index, label) in ["debugDescription", "unobserveAll()"].enumerated() {
             let (ratio, timing) = (ratios[index], timings[index])
             #expect(
-                ratio < 4,
+                ratio < 8,
                 "\(label) costs \(ratio)× per relation with 10,000 what it costs with 100 (last attempt \(describe(timing.early)) → \(describe(timing.late)) per 10,000)"
             )
         }
