@@ -146,6 +146,17 @@ func hasSentinel(_ object: AnyObject, storage label: String) -> Bool {
 /// A listener that handlers may capture (it is Sendable).
 final class Peer: Sendable {}
 
+/// Whether the thread sanitizer is linked in (it slows every job several
+/// times over, which tests that wait on the runtime's scheduling need to
+/// know).
+let isThreadSanitizerActive: Bool = {
+    #if canImport(Glibc)
+        return dlsym(nil, "__tsan_init") != nil
+    #else
+        return false
+    #endif
+}()
+
 /// Whether the address sanitizer is linked in (it never reuses freed memory
 /// right away, which some tests need to know).
 let isAddressSanitizerActive: Bool = {
