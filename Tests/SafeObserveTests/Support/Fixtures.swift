@@ -24,8 +24,13 @@ func settles(within seconds: Double = 5, _ condition: () -> Bool) -> Bool {
 
 /// Waits (polling, with a deadline) until `condition` holds, and returns it;
 /// the condition is evaluated in the caller's isolation.
+///
+/// Up to 30 seconds: the whole suite runs in parallel on the cooperative
+/// pool's threads (two here), and a job the condition waits for (a
+/// delivery on an actor, say) may wait seconds behind the other tests'.
 func eventually(isolation: isolated (any Actor)? = #isolation, _ condition: () -> Bool) async -> Bool {
-    for _ in 0..<2_000 {
+    let deadline = ContinuousClock.now + .seconds(30)
+    while ContinuousClock.now < deadline {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(2))
     }
