@@ -7,9 +7,9 @@ internal import CSafeObserveRuntime
 
 // MARK: - Liveness probes
 //
-// Two implementations of the same four things: `_swift_isDeallocating`,
-// `_tryRetain`, `_Probe` (the delivery loop's view of both) and
-// `_UnretainedReference` (a reference that never keeps its object alive).
+// Two implementations of the same three things: `_swift_isDeallocating`,
+// `_Probe` (the delivery loop's listener loads) and `_UnretainedReference`
+// (a reference that never keeps its object alive).
 //
 // - The native one (Linux, by default) asks the Swift runtime directly,
 //   through entry points declared in the CSafeObserveRuntime target and
@@ -71,29 +71,9 @@ internal import CSafeObserveRuntime
         #endif
     }
 
-    /// Retains `object` (+1, for the caller to release) unless its
-    /// deinitialization began.
-    func _tryRetain(_ object: AnyObject) -> Bool {
-        #if canImport(ObjectiveC)
-            if _isObjectiveCObject(object) { return _objectiveCTryRetain(object) != nil }
-            // Unmanaged without a retain: the caller holds `object` for the call.
-            return swift_tryRetain(Unmanaged.passUnretained(object).toOpaque()) != nil
-        #else
-            // Assigned after its declaration, as above.
-            weak var probe: AnyObject?
-            probe = object
-            guard let strong = probe else { return false }
-            // Unmanaged: the +1 the caller releases.
-            _ = Unmanaged.passRetained(strong)
-            return true
-        #endif
-    }
-
     /// The liveness probes, as the delivery loop uses them.
     struct _Probe {
         static var current: _Probe { _Probe() }
-
-        func tryRetain(_ object: AnyObject) -> Bool { _tryRetain(object) }
 
         func load(_ reference: _UnretainedReference) -> AnyObject? { reference.load() }
     }
@@ -156,24 +136,11 @@ internal import CSafeObserveRuntime
         swift_isDeallocating(Unmanaged.passUnretained(object).toOpaque())
     }
 
-    /// Retains `object` (+1, for the caller to release) unless its
-    /// deinitialization began.
-    @inline(__always)
-    func _tryRetain(_ object: AnyObject) -> Bool {
-        // Unmanaged without a retain: the caller holds `object` for the call.
-        swift_tryRetain(Unmanaged.passUnretained(object).toOpaque()) != nil
-    }
-
     /// The liveness probes, as the delivery loop uses them: direct calls
     /// into the runtime.
     struct _Probe {
         @inline(__always)
         static var current: _Probe { _Probe() }
-
-        /// Retains `object` (+1, for the caller to release) unless its
-        /// deinitialization began.
-        @inline(__always)
-        func tryRetain(_ object: AnyObject) -> Bool { _tryRetain(object) }
 
         /// `reference.load()`.
         @inline(__always)
@@ -286,16 +253,15 @@ func _isCurrentExecutor(_ executor: UnownedSerialExecutor, isMainActor: Bool) ->
         if csafeobserve_isMainThread() { return true }
         if csafeobserve_isOnGenericExecutorInTask() { return false }
     }
-    // unsafeBitCast: an `UnownedSerialExecutor` is the runtime's two-word
-    // `SerialExecutorRef` (identity, implementation), in that order.
-    let words = unsafeBitCast(executor, to: (UnsafeMutableRawPointer?, UInt).self)
-    return csafeobserve_isCurrentExecutor(words.0, words.1)
+    return _runtimeIsCurrentExecutor(executor)
 }
 
 /// The runtime's own answer, which ``_isCurrentExecutor(_:isMainActor:)``
-/// skips where it can (exposed for the tests, which compare the two).
+/// skips where it can (the tests compare the two).
+@inline(__always)
 func _runtimeIsCurrentExecutor(_ executor: UnownedSerialExecutor) -> Bool {
-    // unsafeBitCast: as above.
+    // unsafeBitCast: an `UnownedSerialExecutor` is the runtime's two-word
+    // `SerialExecutorRef` (identity, implementation), in that order.
     let words = unsafeBitCast(executor, to: (UnsafeMutableRawPointer?, UInt).self)
     return csafeobserve_isCurrentExecutor(words.0, words.1)
 }
