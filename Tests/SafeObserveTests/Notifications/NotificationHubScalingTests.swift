@@ -112,7 +112,8 @@ struct NotificationHubScalingTests {
                 let listeners = (0..<listeners).map { _ in Plain() }
                 let senders = (0..<count).map { _ in Plain() }
                 for (index, sender) in senders.enumerated() {
-                    hub!.observe(.scaled, from: sender, by: listeners[index % listeners.count], isolation: nil) { _, _ in }
+                    let listener = listeners[index % listeners.count]
+                    hub!.observe(.scaled, from: sender, by: listener, isolation: nil) { _, _ in }
                 }
                 best = min(best, clock.measure { hub = nil })
                 withExtendedLifetime((senders, listeners)) {}
