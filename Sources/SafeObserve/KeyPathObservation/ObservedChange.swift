@@ -51,7 +51,7 @@ public struct ObservedChange<Value> {
     /// ```swift
     /// let change = ObservedChange(newValue: 2, oldValue: 1)
     /// ```
-    @inlinable
+    @inlinable @inline(__always)
     public init(newValue: Value?, oldValue: Value?, isPrior: Bool = false, isInitial: Bool = false) {
         self.newValue = newValue
         self.oldValue = oldValue

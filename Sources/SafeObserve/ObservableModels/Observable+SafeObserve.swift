@@ -56,6 +56,7 @@ extension Observable where Self: AnyObject {
     /// - Returns: The relation's token. Keeping it is optional.
     @discardableResult
     @_disfavoredOverload
+    @inlinable
     public func safeObserve<Listener: AnyObject, Value>(
         _ keyPath: KeyPath<Self, Value>,
         by listener: Listener,
@@ -222,7 +223,9 @@ extension Observable where Self: AnyObject {
 }
 
 /// What `safeObserve` does on an `@Observable` model.
+@usableFromInline
 enum _ObservableRegistration {
+    @usableFromInline
     static func register<Root: Observable & AnyObject, Listener: AnyObject, Value>(
         _ model: Root, _ keyPath: KeyPath<Root, Value>, by listener: Listener, options: ObservationOptions,
         isolation: (any Actor)?, deliver: @escaping _Deliver, initial: (ObservedChange<Value>) -> Void,

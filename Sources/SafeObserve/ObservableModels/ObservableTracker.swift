@@ -59,6 +59,12 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     }
 
     let keyPath: KeyPath<Root, Value>
+    /// Whether the key path's read is the model's own class's getter of one
+    /// property (a single component, on a model of exactly `Root`): a
+    /// report of that property leaves what it reads unchanged, so the
+    /// installed tracking stays. An `@Observable` stored property's getter
+    /// tracks itself alone.
+    private let readsOnlyItself: Bool
     let model: _UnretainedReference
     /// The executor's mailbox; `nil` for a nonisolated tracker.
     let mailbox: _Mailbox?
@@ -72,6 +78,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         key = _ModelSentinel.TrackerKey(
             isolation: isolation.map { ObjectIdentifier($0) }, type: ObjectIdentifier(Self.self))
         self.keyPath = keyPath
+        readsOnlyItself = type(of: model) == Root.self && _ObservationTrackingLayer.reportsAfterTheStore
         self.model = _UnretainedReference(model)
         mailbox = isolation.map { _Mailbox.of($0) }
         self.sentinel = sentinel
@@ -93,7 +100,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     ) -> Value? {
         let value: Value
         if isFirst {
-            let generation = state.withLock { $0.machine.nextGeneration }
+            let generation = state.withLock { $0.machine.firstTracking() }
             value = track(model, generation: generation)
         } else {
             value = model[keyPath: keyPath]
@@ -137,13 +144,22 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// Removes the entries of `entries` (a snapshot) whose relation ended.
     /// Probed unlocked; the removed values are released unlocked too.
     private func removeEnded(from entries: ContiguousArray<Entry>) {
-        let ended = Set(entries.lazy.filter { $0.relation.load()?.isActive != true }.map(\.relation.reference.address))
+        // A loop, not a key path: a key path into a generic `Entry` is
+        // instantiated (its generic arguments demangled) at every use.
+        var ended = Set<UnsafeMutableRawPointer>()
+        for entry in entries where entry.relation.load()?.isActive != true {
+            ended.insert(entry.relation.reference.address)
+        }
         guard !ended.isEmpty else {
             state.withLock { $0.removalThreshold = max(16, 2 * $0.entries.count) }
             return
         }
         let removed = state.withLock { state -> ContiguousArray<Entry> in
             var removed: ContiguousArray<Entry> = []
+            // A running job matches its snapshot to the entries by index:
+            // it removes them once it ended (a registration made by one
+            // of its handlers, or from another thread, comes here).
+            guard !state.machine.isDelivering else { return removed }
             state.entries.removeAll { entry in
                 guard ended.contains(entry.relation.reference.address) else { return false }
                 removed.append(entry)
@@ -164,7 +180,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             { model[keyPath: keyPath] },
             changed: { [weak self, sentinel] fired in
                 guard let self else { return fired.cancel() }
-                self.changed(generation: generation, fired: fired, sentinel: sentinel)
+                self.changed(
+                    generation: generation, fired: fired, sentinel: sentinel,
+                    keepsReads: self.readsOnlyItself && fired.reports(self.keyPath))
             })
     }
 
@@ -178,10 +196,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// the job cancels it, so the model's registrar still holds the
     /// sentinel: kept by nothing else, it dies with the model and ends the
     /// relations at once, whatever the job waits for.
-    private func changed(generation: UInt64, fired: _FiredTracking, sentinel: _ModelSentinel?) {
+    private func changed(generation: UInt64, fired: _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool) {
         let kept = _ObservationTrackingLayer.reportsAfterTheStore ? nil : sentinel
         let action = state.withLock {
-            $0.machine.changed(generation: generation, tracking: fired, sentinel: kept)
+            $0.machine.changed(generation: generation, tracking: fired, sentinel: kept, keepsReads: keepsReads)
         }
         switch action {
         case .none: break
@@ -208,7 +226,15 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             return stop()
         }
         let entries = state.withLock { $0.entries }
-        guard entries.contains(where: { $0.relation.load()?.isActive == true }) else {
+        // Loops, here and below, rather than `contains(where:)` or
+        // `indices`: in this unspecialized code, each generic call looks up
+        // its types' metadata again.
+        var anyActive = false
+        for entry in entries where entry.relation.load()?.isActive == true {
+            anyActive = true
+            break
+        }
+        guard anyActive else {
             for tracking in cancel { tracking.cancel() }
             stop()
             sentinel?.forget(self, key: key)
@@ -224,17 +250,26 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 return
             }
         }
-        let value = track(model, generation: generation)
+        // Untracked when the installed tracking stays (see
+        // ``_ObservableTrackerStateMachine``): a change stored from here on
+        // reports to it, and the job runs again.
+        let value = generation.map { track(model, generation: $0) } ?? model[keyPath: keyPath]
         // After the next tracking is installed: a change made in between
         // reported to these, and the job runs again.
         for tracking in cancel { tracking.cancel() }
+        // Whether an entry's relation ended: then they are removed after.
+        var sawEnded = false
         for entry in entries where !entry.isHeld {
+            guard let relation = entry.relation.load(), relation.isActive else {
+                sawEnded = true
+                continue
+            }
             // The same value is no change (a change stored after the last
             // job read it was read by that job).
             guard entry.initialInJob != nil || !_isSameValue(value, entry.last) else { continue }
-            guard let relation = entry.relation.load(), relation.isActive else { continue }
             guard let listener = relation.listener.load() else {
                 relation.endForDeadListener()
+                sawEnded = true
                 continue
             }
             if let initial = entry.initialInJob {
@@ -246,10 +281,15 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             }
             withExtendedLifetime(listener) {}
         }
-        let (replaced, reschedule, released) = state.withLock { state in
-            // Entries only grow at the end meanwhile (registrations).
-            var replaced: ContiguousArray<Value> = []
-            for index in entries.indices where index < state.entries.count {
+        let (reschedule, released) = state.withLock { state in
+            // Entries only grow at the end meanwhile (registrations; ended
+            // ones are removed only while no job runs, see `removeEnded`).
+            // The values replaced stay in `entries` (a copy), released
+            // after unlocking.
+            var index = 0
+            let count = min(entries.count, state.entries.count)
+            while index < count {
+                defer { index += 1 }
                 // Held when the job began: told nothing, so nothing changes
                 // for it; if released since, it is told in another run.
                 if entries[index].isHeld {
@@ -260,18 +300,18 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                     }
                     continue
                 }
-                replaced.append(state.entries[index].last)
                 state.entries[index].last = value
                 state.entries[index].initialInJob = nil
             }
             let (reschedule, released) = state.machine.endDelivery()
             if !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
-            return (replaced, reschedule, released)
+            return (reschedule, released)
         }
-        // Unlocked: values may be anything, and the sentinel's deinit ends
-        // relations.
-        _ = (replaced, released)
-        removeEnded(from: entries)
+        // Unlocked: the sentinel's deinit ends relations, and the replaced
+        // values' may be anything.
+        _ = released
+        if sawEnded { removeEnded(from: entries) }
+        withExtendedLifetime(entries) {}
         if reschedule { schedule() }
         if !_ObservationTrackingLayer.reportsAfterTheStore, !verifiesOnly { scheduleVerifications() }
     }

@@ -16,6 +16,12 @@
 /// its tracking's. The fired trackings are kept until the job has installed
 /// the next one, then cancelled: a change made while the job re-tracks
 /// fires the old tracking and marks the job dirty, so none is lost.
+///
+/// A job re-tracks only if a report may have changed what the key path
+/// reads: a one-shot tracking (before the store) is gone once it fired; a
+/// continuous one stays installed, and needs replacing only after a report
+/// of a property other than the key path itself (a chain's link, a computed
+/// property's input). Reports of the key path alone leave it installed.
 struct _ObservableTrackerStateMachine {
     enum Phase: Equatable {
         case idle
@@ -25,6 +31,12 @@ struct _ObservableTrackerStateMachine {
     }
 
     private(set) var phase = Phase.idle
+
+    /// Whether a job runs (between ``beginDelivery()`` and ``endDelivery()``).
+    var isDelivering: Bool {
+        if case .delivering = phase { return true }
+        return false
+    }
     /// The trackings that reported since the last job began, one per
     /// generation.
     private var fired: [(generation: UInt64, tracking: _FiredTracking)] = []
@@ -35,8 +47,13 @@ struct _ObservableTrackerStateMachine {
     /// registrar holds the sentinel until the job cancels the tracking, and
     /// the sentinel must die with the model (see ``_ModelSentinel``).
     private var keptSentinel: _ModelSentinel?
-    /// The generation of the next tracking the job installs.
-    private(set) var nextGeneration: UInt64 = 1
+    /// The generation of the next tracking installed.
+    private var nextGeneration: UInt64 = 1
+    /// The generation of the tracking installed last.
+    private var installedGeneration: UInt64 = 0
+    /// Whether a report since the last job began may have changed what the
+    /// key path reads (see the type's discussion).
+    private var needsTracking = false
     /// Whether the scheduled job was asked for by ``verify()`` only (no
     /// tracking reported since the last delivery).
     private var verifiesOnly = false
@@ -49,10 +66,21 @@ struct _ObservableTrackerStateMachine {
         case cancel(_FiredTracking)
     }
 
-    /// A tracking of generation `generation` reported a change.
+    /// The generation of the first tracking, installed by the tracker's
+    /// first registration.
+    mutating func firstTracking() -> UInt64 {
+        installedGeneration = nextGeneration
+        nextGeneration &+= 1
+        return installedGeneration
+    }
+
+    /// A tracking of generation `generation` reported a change; `keepsReads`
+    /// says whether the job may keep it installed (a continuous tracking
+    /// reporting the key path itself).
     mutating func changed(
-        generation: UInt64, tracking: _FiredTracking, sentinel: _ModelSentinel?
+        generation: UInt64, tracking: _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool
     ) -> ChangedAction {
+        if !keepsReads, phase != .stopped { needsTracking = true }
         switch phase {
         case .stopped:
             return .cancel(tracking)
@@ -121,16 +149,28 @@ struct _ObservableTrackerStateMachine {
         return true
     }
 
-    mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64, verifiesOnly: Bool)? {
+    /// The job begins: the trackings to cancel once the job read the key
+    /// path, the generation of the tracking it installs for that read
+    /// (`nil`: it reads untracked, the installed tracking stays), and whether
+    /// it only verifies; `nil` if the tracker stopped.
+    mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64?, verifiesOnly: Bool)? {
         guard phase == .scheduled else { return nil }
         phase = .delivering(dirty: false)
         defer {
             fired = []
             verifiesOnly = false
+            needsTracking = false
         }
-        let generation = nextGeneration
+        var cancel: [_FiredTracking] = []
+        guard needsTracking || verifiesOnly else {
+            // The installed tracking stays; older ones that reported go.
+            for (generation, tracking) in fired where generation != installedGeneration { cancel.append(tracking) }
+            return (cancel, nil, false)
+        }
+        for (_, tracking) in fired { cancel.append(tracking) }
+        installedGeneration = nextGeneration
         nextGeneration &+= 1
-        return (fired.map(\.tracking), generation, verifiesOnly)
+        return (cancel, installedGeneration, verifiesOnly)
     }
 
     /// The job ends: whether to schedule another (a change came while it
@@ -157,6 +197,6 @@ struct _ObservableTrackerStateMachine {
             fired = []
             keptSentinel = nil
         }
-        return (fired.map(\.tracking), keptSentinel)
+        return (fired.map { $0.tracking }, keptSentinel)
     }
 }

@@ -35,6 +35,17 @@ struct _FiredTracking: @unchecked Sendable {
             tracking?.cancel()
         #endif
     }
+
+    /// Whether the change it reported was of `keyPath` itself (the key path
+    /// a model's registrar names; `false` where that is not known).
+    func reports(_ keyPath: AnyKeyPath) -> Bool {
+        #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
+            guard let changed = tracking?.changed else { return false }
+            return changed === keyPath || changed == keyPath
+        #else
+            false
+        #endif
+    }
 }
 
 enum _ObservationTrackingLayer {

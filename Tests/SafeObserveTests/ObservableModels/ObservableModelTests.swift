@@ -44,6 +44,25 @@ private final class OStore: @unchecked Sendable {
     deinit { lifetime?.didDeinit() }
 }
 
+/// A model class with a subclass (below) that overrides its property.
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
+private class OBase: @unchecked Sendable {
+    var value = 0
+}
+
+/// Reads another model through `value` whenever its own stored value is 0:
+/// what `\OBase.value` reads on it depends on the value itself.
+// @unchecked Sendable: each test changes it from one thread at a time.
+private final class OSwitching: OBase, @unchecked Sendable {
+    let source: OStore
+    init(source: OStore) { self.source = source }
+    override var value: Int {
+        get { super.value == 0 ? source.count : super.value }
+        set { super.value = newValue }
+    }
+}
+
 /// A model only `aThousandModelsThatDie_leaveNoSentinel` makes.
 @Observable
 private final class DyingStore {
@@ -191,6 +210,29 @@ struct ObservableModelTests {
         store.last = "Byron"
         #expect(await eventually { names.count == 1 })
         #expect(names.all.map(describe) == ["Ada Lovelace->Ada Byron"])
+        withExtendedLifetime(listener) {}
+    }
+
+    /// A report of the key path's own property keeps the tracking installed
+    /// only where that property's getter is the model's own class's: here a
+    /// subclass's getter reads another model once the value is 0, and that
+    /// model's changes are delivered from then on.
+    @MainActor
+    @Test func aSubclassGetterThatReadsElsewhereAfterAChange_isFollowed() async {
+        let source = OStore()
+        source.count = 5
+        let model = OSwitching(source: source)
+        model.value = 1
+        let listener = Listener()
+        let received = Deliveries<Int>()
+        // Observed as its base class, as generic code over `OBase` does.
+        let base: OBase = model
+        base.safeObserve(\.value, by: listener, options: [.old, .new]) { _, _, change in received.append(change) }
+        model.value = 0
+        #expect(await eventually { received.count == 1 })
+        source.count = 6
+        #expect(await eventually { received.count == 2 })
+        #expect(received.all.map(describe) == ["1->5", "5->6"])
         withExtendedLifetime(listener) {}
     }
 
