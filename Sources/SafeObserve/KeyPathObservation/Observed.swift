@@ -293,7 +293,7 @@ extension Observed: _ObservedStorage {
     static var _valueType: Any.Type { Value.self }
     static func _makeSentinel(of object: AnyObject, keyPath: AnyKeyPath, reportingToObservation: Bool) -> _Sentinel {
         reportingToObservation
-            ? _ObservableSentinel(object: object, keyPath: keyPath, isSame: _sameValueTest())
+            ? _ObservableSentinel(object: object, keyPath: keyPath, sameness: _sameness())
             : _Sentinel(object: object, keyPath: keyPath)
     }
 }

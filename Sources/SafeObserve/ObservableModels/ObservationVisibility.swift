@@ -80,20 +80,31 @@ final class _ObservableSentinel: _Sentinel, @unchecked Sendable {
     @usableFromInline
     let isSame: ((UnsafeRawPointer, UnsafeRawPointer) -> Bool)?
 
-    init(object: AnyObject, keyPath: AnyKeyPath, isSame: ((UnsafeRawPointer, UnsafeRawPointer) -> Bool)?) {
-        self.isSame = isSame
+    /// Whether two values of the property are the same exactly when their
+    /// bits are (an integer type or `Bool`): then the setter compares them
+    /// inline, without calling ``isSame``.
+    @usableFromInline
+    let comparesBits: Bool
+
+    init(object: AnyObject, keyPath: AnyKeyPath, sameness: _Sameness) {
+        isSame = sameness.isSame
+        comparesBits = sameness.comparesBits
         super.init(object: object, keyPath: keyPath)
     }
 
-    /// The sentinel at `address` (a sentinel field's bits), unretained, if
-    /// it is an `_ObservableSentinel`: its class is compared, no cast and no
-    /// retain. The caller holds the object whose field holds the sentinel.
+    /// Calls `body` with the sentinel at `address` (a sentinel field's
+    /// bits) if it is an `_ObservableSentinel`, borrowed: its class is
+    /// compared, no cast and no retain. The caller holds the object whose
+    /// field holds the sentinel. Returns `absent` otherwise.
     @inlinable @inline(__always)
-    static func borrowed(at address: UnsafeRawPointer) -> _ObservableSentinel? {
-        let sentinel = Unmanaged<_Sentinel>.fromOpaque(address).takeUnretainedValue()
-        guard type(of: sentinel) == _ObservableSentinel.self else { return nil }
-        // unsafeDowncast: its class was just compared.
-        return unsafeDowncast(sentinel, to: _ObservableSentinel.self)
+    static func withBorrowed<Result>(
+        at address: UnsafeRawPointer, absent: Result, _ body: (_ObservableSentinel) -> Result
+    ) -> Result {
+        Unmanaged<_Sentinel>.fromOpaque(address)._withUnsafeGuaranteedRef { sentinel in
+            guard type(of: sentinel) == _ObservableSentinel.self else { return absent }
+            // unsafeDowncast: its class was just compared.
+            return body(unsafeDowncast(sentinel, to: _ObservableSentinel.self))
+        }
     }
 }
 
@@ -124,10 +135,10 @@ extension Observed {
         _ event: _ObservationEvent, of instance: EnclosingSelf,
         _ wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>, sentinelBits: UInt
     ) {
-        guard let address = UnsafeRawPointer(bitPattern: sentinelBits),
-            let observable = _ObservableSentinel.borrowed(at: address)
-        else { return }
-        instance._report(event, of: wrappedKeyPath, as: Value.self, to: observable.registrar)
+        guard let address = UnsafeRawPointer(bitPattern: sentinelBits) else { return }
+        _ObservableSentinel.withBorrowed(at: address, absent: ()) { observable in
+            instance._report(event, of: wrappedKeyPath, as: Value.self, to: observable.registrar)
+        }
     }
 
     /// Whether assigning `newValue` reports a change to Observation, as an
@@ -139,12 +150,13 @@ extension Observed {
         of instance: EnclosingSelf, to newValue: Value,
         _ storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>, sentinelBits: UInt
     ) -> Bool {
-        guard let address = UnsafeRawPointer(bitPattern: sentinelBits),
-            let observable = _ObservableSentinel.borrowed(at: address)
-        else { return false }
-        guard let isSame = observable.isSame else { return true }
-        let old = instance[keyPath: storageKeyPath]._value
-        return !withUnsafePointer(to: old) { old in withUnsafePointer(to: newValue) { isSame(old, $0) } }
+        guard let address = UnsafeRawPointer(bitPattern: sentinelBits) else { return false }
+        return _ObservableSentinel.withBorrowed(at: address, absent: false) { observable in
+            if observable.comparesBits { return !_sameBits(instance[keyPath: storageKeyPath]._value, newValue) }
+            guard let isSame = observable.isSame else { return true }
+            let old = instance[keyPath: storageKeyPath]._value
+            return !withUnsafePointer(to: old) { old in withUnsafePointer(to: newValue) { isSame(old, $0) } }
+        }
     }
 
     /// Creates the property's ``_ObservableSentinel`` in `sentinel` (`nil`
@@ -160,7 +172,7 @@ extension Observed {
         _lockSentinelCreation()
         defer { _unlockSentinelCreation() }
         if sentinel == nil, !_swift_isDeallocating(instance) {
-            sentinel = _ObservableSentinel(object: instance, keyPath: wrappedKeyPath(), isSame: _sameValueTest())
+            sentinel = _ObservableSentinel(object: instance, keyPath: wrappedKeyPath(), sameness: _sameness())
         }
         // Borrowed: the field holds it.
         return unsafeBitCast(sentinel, to: UInt.self)
@@ -168,16 +180,54 @@ extension Observed {
 
     /// How an `@Observable` class's setter compares the values of a
     /// property of type `Value` (see ``_ObservableSentinel/isSame``).
-    static func _sameValueTest() -> ((UnsafeRawPointer, UnsafeRawPointer) -> Bool)? {
-        if let equatable = Value.self as? any Equatable.Type { return _equality(of: equatable) }
+    static func _sameness() -> _Sameness {
+        if _comparesBits(Value.self) { return _Sameness(isSame: nil, comparesBits: true) }
+        if let equatable = Value.self as? any Equatable.Type {
+            return _Sameness(isSame: _equality(of: equatable), comparesBits: false)
+        }
         // A class, or `AnyObject` itself (whose metatype is not an
         // `AnyObject.Type`): the same instance is no change.
         if Value.self is AnyObject.Type || Value.self == AnyObject.self {
-            return { a, b in
-                a.assumingMemoryBound(to: AnyObject.self).pointee === b.assumingMemoryBound(to: AnyObject.self).pointee
+            return _Sameness(
+                isSame: { a, b in
+                    a.assumingMemoryBound(to: AnyObject.self).pointee
+                        === b.assumingMemoryBound(to: AnyObject.self).pointee
+                }, comparesBits: false)
+        }
+        return _Sameness(isSame: nil, comparesBits: false)
+    }
+}
+
+/// How a property's setter decides that an assignment is no change (see
+/// ``_ObservableSentinel``).
+struct _Sameness {
+    var isSame: ((UnsafeRawPointer, UnsafeRawPointer) -> Bool)?
+    var comparesBits: Bool
+}
+
+/// Whether `==` on `type` is the equality of the values' bits: the standard
+/// integer types and `Bool` (not floating point: `-0.0 == 0.0`, `.nan != .nan`).
+func _comparesBits(_ type: Any.Type) -> Bool {
+    type == Int.self || type == UInt.self || type == Bool.self || type == Int64.self || type == UInt64.self
+        || type == Int32.self || type == UInt32.self || type == Int16.self || type == UInt16.self
+        || type == Int8.self || type == UInt8.self
+}
+
+/// Whether `a` and `b` have the same bits; for the types of
+/// ``_comparesBits(_:)`` only (1, 2, 4 or 8 bytes).
+@inlinable @inline(__always)
+func _sameBits<Value>(_ a: Value, _ b: Value) -> Bool {
+    withUnsafePointer(to: a) { a in
+        withUnsafePointer(to: b) { b in
+            let (a, b) = (UnsafeRawPointer(a), UnsafeRawPointer(b))
+            switch MemoryLayout<Value>.size {
+            case 8: return a.loadUnaligned(as: UInt64.self) == b.loadUnaligned(as: UInt64.self)
+            case 4: return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
+            case 2: return a.loadUnaligned(as: UInt16.self) == b.loadUnaligned(as: UInt16.self)
+            case 1: return a.load(as: UInt8.self) == b.load(as: UInt8.self)
+            default: return false
             }
         }
-        return nil
     }
 }
 

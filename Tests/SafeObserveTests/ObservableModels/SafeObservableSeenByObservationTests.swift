@@ -175,6 +175,29 @@ struct SafeObservableSeenByObservationTests {
         #expect(firings({ _ = macro.token }, after: { macro.token = macro.token }) == 1)
     }
 
+    /// Integer and `Bool` properties of every width are compared by their
+    /// bits, inline: an equal value is no change, any other value is one.
+    @Test func integerAndBoolProperties_ofEveryWidth_fireOnlyForAnotherValue() {
+        final class Widths: SafeObservable, Observable {
+            @Observed var int8: Int8 = -1
+            @Observed var uint16: UInt16 = 0x8001
+            @Observed var int32: Int32 = -2
+            @Observed var uint64: UInt64 = .max
+            @Observed var flag = true
+        }
+        let model = Widths()
+        #expect(firings({ _ = model.int8 }, after: { model.int8 = -1 }) == 0)
+        #expect(firings({ _ = model.int8 }, after: { model.int8 = 1 }) == 1)
+        #expect(firings({ _ = model.uint16 }, after: { model.uint16 = 0x8001 }) == 0)
+        #expect(firings({ _ = model.uint16 }, after: { model.uint16 = 0x0001 }) == 1)
+        #expect(firings({ _ = model.int32 }, after: { model.int32 = -2 }) == 0)
+        #expect(firings({ _ = model.int32 }, after: { model.int32 = 2 }) == 1)
+        #expect(firings({ _ = model.uint64 }, after: { model.uint64 = .max }) == 0)
+        #expect(firings({ _ = model.uint64 }, after: { model.uint64 = .max - 1 }) == 1)
+        #expect(firings({ _ = model.flag }, after: { model.flag = true }) == 0)
+        #expect(firings({ _ = model.flag }, after: { model.flag = false }) == 1)
+    }
+
     /// An `AnyObject` property given the instance it holds is no change,
     /// as for an `@Observable` class (attack D12).
     @Test func anAnyObjectPropertyGivenTheInstanceItHolds_isNoChange() {
