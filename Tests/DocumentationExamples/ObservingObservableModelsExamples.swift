@@ -124,6 +124,33 @@ enum ObservingObservableModels {
     }
 }
 
+extension ObservingObservableModels {
+    @Observable final class Inbox {
+        var unread = 0
+        var title = "Inbox"
+    }
+
+    @MainActor final class InboxBadge {
+        private(set) var reloads = 0
+        func reload() { reloads += 1 }
+    }
+
+    @Test("ObservingObservableModels.md: a controller's action over several key paths")
+    @MainActor
+    static func controllerAction() async {
+        let inbox = Inbox()
+        let badge = InboxBadge()
+        let controller = ObservationController(observer: badge)
+        // example: ObservingObservableModels.md 7
+        controller.observe(inbox, keyPaths: \.unread, \.title, action: InboxBadge.reload)
+        // end example
+        inbox.unread = 1
+        #expect(await eventually { badge.reloads == 1 })
+        inbox.title = "Mail"
+        #expect(await eventually { badge.reloads == 2 })
+    }
+}
+
 /// Counts the calls of a tracking's `onChange`.
 // @unchecked Sendable: `onChange` runs on the mutating thread, which is the test's.
 private final class Fired: @unchecked Sendable {

@@ -21,7 +21,10 @@
 /// }
 /// ```
 ///
-/// Delivery is synchronous, on the thread that changed the property.
+/// For a ``SafeObservable``, delivery is synchronous, on the thread that
+/// changed the property (or on the actor the controller registered from);
+/// for an `@Observable` model, after the mutating call returned, on that
+/// actor or on a global executor.
 public protocol ObservationControllerDelegate: AnyObject {
     /// Called for each change observed without a handler or an action.
     ///
@@ -48,7 +51,7 @@ public protocol ObservationControllerDelegate: AnyObject {
 /// observer does not compile (KVOController rejected it at run time).
 extension ObservationController where Observer: ObservationControllerDelegate {
     /// Delivers to the observer's delegate method.
-    private static func notifyingDelegate<Root: AnyObject>() -> (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
+    static func notifyingDelegate<Root: AnyObject>() -> (Observer, Root, ObservedKeyPathChange<Root>) -> Void {
         { observer, object, change in observer.observationController(didObserve: change, of: object) }
     }
 

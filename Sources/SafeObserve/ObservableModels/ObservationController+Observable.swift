@@ -171,13 +171,104 @@ extension ObservationController {
         isolation: isolated (any Actor)? = #isolation,
         changeHandler: @escaping (Observer, Object, ObservedKeyPathChange<Object>) -> Void
     ) {
-        withRegistration(of: object) { isCancelled in
-            registerModel(object, firstKeyPath, options, isolation, Self.erasing(firstKeyPath, changeHandler))
-            for keyPath in repeat each keyPaths {
-                guard !isCancelled() else { break }
-                registerModel(object, keyPath, options, isolation, Self.erasing(keyPath, changeHandler))
-            }
-        }
+        observeEachModel(object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation, changeHandler)
+    }
+
+    /// Observes several key paths of the `@Observable` model `object`,
+    /// calling an unbound method of the observer that takes no argument.
+    ///
+    /// ```swift
+    /// controller.observe(account, keyPaths: \.balance, \.owner, action: AccountView.reload)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The model to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: What to observe; whatever each reads is tracked.
+    ///   - options: When the method is called; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for a global executor.
+    ///   - action: An unbound method of the observer, such as `AccountView.reload`.
+    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
+    @_disfavoredOverload
+    public func observe<Object: Observable & AnyObject, First, each Value>(
+        _ object: Object,
+        keyPaths firstKeyPath: KeyPath<Object, First>,
+        _ keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)? = #isolation,
+        action: @escaping (Observer) -> () -> Void
+    ) {
+        observeEachModel(
+            object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation,
+            Self.callingErased(action))
+    }
+
+    /// Observes several key paths of the `@Observable` model `object`,
+    /// calling an unbound method of the observer that takes the change.
+    ///
+    /// ```swift
+    /// extension AccountView {
+    ///     func accountChanged(_ change: ObservedKeyPathChange<Account>) { ... }
+    /// }
+    /// controller.observe(account, keyPaths: \.balance, \.owner, action: AccountView.accountChanged)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The model to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: What to observe; whatever each reads is tracked.
+    ///   - options: What each change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for a global executor.
+    ///   - action: An unbound method of the observer taking the change.
+    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
+    @_disfavoredOverload
+    public func observe<Object: Observable & AnyObject, First, each Value>(
+        _ object: Object,
+        keyPaths firstKeyPath: KeyPath<Object, First>,
+        _ keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)? = #isolation,
+        action: @escaping (Observer) -> (ObservedKeyPathChange<Object>) -> Void
+    ) {
+        observeEachModel(
+            object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation,
+            Self.callingErased(action))
+    }
+
+    /// Observes several key paths of the `@Observable` model `object`,
+    /// calling an unbound method of the observer that takes the change and
+    /// the model.
+    ///
+    /// ```swift
+    /// extension AccountView {
+    ///     func accountChanged(_ change: ObservedKeyPathChange<Account>, of account: Account) { ... }
+    /// }
+    /// controller.observe(account, keyPaths: \.balance, \.owner, action: AccountView.accountChanged)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The model to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: What to observe; whatever each reads is tracked.
+    ///   - options: What each change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for a global executor.
+    ///   - action: An unbound method of the observer taking the change and the model.
+    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
+    @_disfavoredOverload
+    public func observe<Object: Observable & AnyObject, First, each Value>(
+        _ object: Object,
+        keyPaths firstKeyPath: KeyPath<Object, First>,
+        _ keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)? = #isolation,
+        action: @escaping (Observer) -> (ObservedKeyPathChange<Object>, Object) -> Void
+    ) {
+        observeEachModel(
+            object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation,
+            Self.callingErased(action))
     }
 
     // MARK: Unobserving
@@ -216,11 +307,88 @@ extension ObservationController {
         settle([ObjectIdentifier(object)], cancelling: true)
     }
 
+    /// Registers each key path in order, as one registration (unobserving
+    /// the model inside an `.initial` delivery skips the rest).
+    func observeEachModel<Object: Observable & AnyObject, each Value>(
+        _ object: Object, _ keyPaths: repeat KeyPath<Object, each Value>, options: ObservationOptions,
+        isolation: isolated (any Actor)?,
+        _ handler: @escaping (Observer, Object, ObservedKeyPathChange<Object>) -> Void
+    ) {
+        withRegistration(of: object) { isCancelled in
+            for keyPath in repeat each keyPaths {
+                guard !isCancelled() else { break }
+                registerModel(object, keyPath, options, isolation, Self.erasing(keyPath, handler))
+            }
+        }
+    }
+
     func registerModel<Object: Observable & AnyObject, Value>(
         _ object: Object, _ keyPath: KeyPath<Object, Value>, _ options: ObservationOptions,
         _ isolation: isolated (any Actor)?, _ body: @escaping (Observer, Object, ObservedChange<Value>) -> Void
     ) {
         object.safeObserve(
             keyPath, by: relay, options: options, isolation: isolation, changeHandler: Self.delivering(to: body))
+    }
+}
+
+// MARK: - Delegate deliveries
+
+extension ObservationController where Observer: ObservationControllerDelegate {
+    /// Observes `keyPath` of the `@Observable` model `object`, delivering to
+    /// the observer's ``ObservationControllerDelegate`` method.
+    ///
+    /// ```swift
+    /// controller.observe(inbox, keyPath: \.unread)   // badge adopts ObservationControllerDelegate
+    /// ```
+    ///
+    /// As for any `@Observable` model, the change is delivered after the
+    /// mutating call returned: on `isolation`, or on a global executor when
+    /// it is `nil`.
+    ///
+    /// - Parameters:
+    ///   - object: The model to observe; retained if ``retainsObserved``.
+    ///   - keyPath: What to observe; whatever it reads is tracked.
+    ///   - options: What the change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for a global executor.
+    /// - Complexity: O(*k*) expected, *k* being the key paths this controller
+    ///   observes on `object`.
+    @_disfavoredOverload
+    public func observe<Object: Observable & AnyObject, Value>(
+        _ object: Object,
+        keyPath: KeyPath<Object, Value>,
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)? = #isolation
+    ) {
+        observeEachModel(object, keyPath, options: options, isolation: isolation, Self.notifyingDelegate())
+    }
+
+    /// Observes several key paths of the `@Observable` model `object`,
+    /// delivering each change to the observer's
+    /// ``ObservationControllerDelegate`` method.
+    ///
+    /// ```swift
+    /// controller.observe(account, keyPaths: \.balance, \.owner)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - object: The model to observe; retained if ``retainsObserved``.
+    ///   - keyPaths: What to observe; whatever each reads is tracked.
+    ///   - options: What each change carries; `[.new]` by default.
+    ///   - isolation: The actor callbacks are isolated to (the caller's by
+    ///     default), or `nil` for a global executor.
+    /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
+    ///   key paths this controller observes on `object`.
+    @_disfavoredOverload
+    public func observe<Object: Observable & AnyObject, First, each Value>(
+        _ object: Object,
+        keyPaths firstKeyPath: KeyPath<Object, First>,
+        _ keyPaths: repeat KeyPath<Object, each Value>,
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)? = #isolation
+    ) {
+        observeEachModel(
+            object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation,
+            Self.notifyingDelegate())
     }
 }

@@ -32,6 +32,30 @@ private final class Badge {
     func show(_ change: ObservedChange<Int>, of inbox: Inbox) { shown.append(change.newValue! * 10) }
 }
 
+/// An observer that takes every change through the delegate method, and
+/// several key paths through actions.
+@MainActor
+private final class InboxWatcher: ObservationControllerDelegate {
+    var told: [String] = []
+
+    nonisolated func observationController<Object: AnyObject>(
+        didObserve change: ObservedKeyPathChange<Object>, of object: Object
+    ) {
+        // Registered from the main actor: told there.
+        let name = change.keyPath == \Inbox.unread ? "unread" : change.keyPath == \Inbox.title ? "title" : "?"
+        let line = "delegate \(name) \(change.newValue.map { "\($0)" } ?? "nil")"
+        MainActor.assumeIsolated { told.append(line) }
+    }
+
+    func reload() { told.append("reload") }
+    func changed(_ change: ObservedKeyPathChange<Inbox>) {
+        told.append("changed \(change.keyPath == \Inbox.unread ? "unread" : "title")")
+    }
+    func changed(_ change: ObservedKeyPathChange<Inbox>, of inbox: Inbox) {
+        told.append("changed \(change.keyPath == \Inbox.unread ? "unread" : "title") of \(inbox.title)")
+    }
+}
+
 @Suite("ObservationController on @Observable models")
 @MainActor
 struct ObservableControllerTests {
@@ -69,6 +93,57 @@ struct ObservableControllerTests {
         other.unread = 2
         third.unread = 3
         #expect(await eventually { badge.refreshes == 1 && badge.shown.sorted() == [2, 30] })
+    }
+
+    /// The delegate forms, one key path and several: each change reaches
+    /// the delegate method after the mutating call returned, on the
+    /// caller's actor, `.initial` first and in argument order.
+    @Test func theDelegateForms_tellTheDelegateMethodEachChange() async {
+        let inbox = Inbox()
+        let other = Inbox()
+        let watcher = InboxWatcher()
+        let controller = ObservationController(observer: watcher)
+        controller.observe(inbox, keyPath: \.unread, options: [.initial, .new])
+        controller.observe(other, keyPaths: \.title, \.unread, options: [.initial, .new])
+        #expect(watcher.told == ["delegate unread 0", "delegate title Inbox", "delegate unread 0"])
+        inbox.unread = 4
+        #expect(watcher.told.count == 3, "delivered inside the mutating call")
+        #expect(await eventually { watcher.told.count == 4 })
+        other.title = "Other"
+        #expect(await eventually { watcher.told.count == 5 })
+        #expect(watcher.told.suffix(2) == ["delegate unread 4", "delegate title Other"])
+        #expect(SafeObservation.relations(of: other).count == 2)
+    }
+
+    /// The three action forms over several key paths: each change calls
+    /// the observer's method, naming its key path (and the model).
+    @Test func severalKeyPaths_theActionForms_callTheObserversMethods() async {
+        let watcher = InboxWatcher()
+        let controller = ObservationController(observer: watcher)
+        let first = Inbox()
+        let second = Inbox()
+        let third = Inbox()
+        third.title = "Third"
+        controller.observe(first, keyPaths: \.unread, \.title, action: InboxWatcher.reload)
+        controller.observe(
+            second, keyPaths: \.unread, \.title,
+            action: InboxWatcher.changed as (InboxWatcher) -> (ObservedKeyPathChange<Inbox>) -> Void)
+        controller.observe(
+            third, keyPaths: \.unread, \.title,
+            action: InboxWatcher.changed as (InboxWatcher) -> (ObservedKeyPathChange<Inbox>, Inbox) -> Void)
+        first.title = "First"
+        #expect(await eventually { watcher.told == ["reload"] })
+        second.unread = 1
+        #expect(await eventually { watcher.told.count == 2 })
+        third.unread = 2
+        #expect(await eventually { watcher.told.count == 3 })
+        #expect(watcher.told == ["reload", "changed unread", "changed unread of Third"])
+        controller.unobserve(first)
+        first.unread = 9
+        second.title = "Second"
+        #expect(await eventually { watcher.told.count == 4 })
+        #expect(watcher.told.last == "changed title")
+        #expect(SafeObservation.relations(of: first).isEmpty)
     }
 
     /// Several key paths, one handler: each change names its key path.
