@@ -171,7 +171,8 @@ extension ObservationController {
         isolation: isolated (any Actor)? = #isolation,
         changeHandler: @escaping (Observer, Object, ObservedKeyPathChange<Object>) -> Void
     ) {
-        observeEachModel(object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation, changeHandler)
+        observeEachModel(
+            object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation, changeHandler)
     }
 
     /// Observes several key paths of the `@Observable` model `object`,
