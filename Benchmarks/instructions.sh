@@ -90,7 +90,7 @@ while IFS=$'\t' read -r index per operation peer collect; do
 done < <("$binary" list)
 
 echo
-for memoryCase in 0 1 2 3; do "$binary" memory "$memoryCase"; done
+for memoryCase in 0 1 2 3 4 5; do "$binary" memory "$memoryCase"; done
 
 if [ -s "$out/failed" ]; then
     echo "instructions.sh: $(wc -l <"$out/failed") row(s) FAILED:" >&2

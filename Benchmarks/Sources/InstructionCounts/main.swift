@@ -141,7 +141,36 @@ func measureMemory(_ memoryCase: Int?) {
             )
             blackHole((models, sink))
         }
+    case 4:
+        // `@Observable` models (issue 32), one relation each, one listener:
+        // what a first relation on a model brings (its sentinel, tracker
+        // and Observation tracking).
+        let models = (0..<count).map { _ in ObservableModel() }
+        let sink = OptInSink()
+        let before = inUse()
+        for model in models {
+            model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+        }
+        print(
+            "bytes per relation (@Observable model, first relation on each model)\t\(Double(inUse() - before) / Double(count))"
+        )
+        blackHole((models, sink))
+    case 5:
+        // Another relation on an `@Observable` model already observed from
+        // the same isolation: the relation and its tracker entry.
+        let model = ObservableModel()
+        let sinks = (0..<count).map { _ in OptInSink() }
+        model.safeObserve(\.value, by: sinks[0]) { _, _, _ in }
+        for sink in sinks { model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate() }
+        let before = inUse()
+        for sink in sinks.dropFirst() {
+            model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+        }
+        print(
+            "bytes per relation (@Observable model already observed, SafeObserver listeners)\t\(Double(inUse() - before) / Double(count - 1))"
+        )
+        blackHole((model, sinks))
     default:
-        for index in 0..<4 { print("usage: InstructionCounts memory \(index)") }
+        for index in 0..<6 { print("usage: InstructionCounts memory \(index)") }
     }
 }

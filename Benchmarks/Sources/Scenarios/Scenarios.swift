@@ -315,7 +315,7 @@ public enum Scenarios {
 
     /// Synchronous scenarios added after the asynchronous ones
     /// (``concurrent``), numbered after them: from ``laterStart`` on.
-    public static let later: [Scenario] = observationSeesSafeModels + cellReuse
+    public static let later: [Scenario] = observationSeesSafeModels + cellReuse + observableRegistration
 
     /// The number of the first of ``later``.
     public static var laterStart: Int { all.count + concurrent.count }
@@ -1330,6 +1330,49 @@ extension Scenarios {
                 }
             }
             blackHole(sink)
+        },
+    ]
+}
+
+extension Scenarios {
+    // Registration and removal of one relation on an `@Observable` model
+    // (issue 32), beside the same on a `SafeObservable` (row 22). Made from
+    // nonisolated code, as these closures are. The model's tracker exists
+    // (a relation was made and ended before), as a `SafeObservable`'s
+    // sentinel does in row 22.
+    static let observableRegistration: [Scenario] = [
+        Scenario(
+            operation: "add + remove, @Observable model", peer: "SafeObserve (token.invalidate)",
+            operationsPerIteration: 1
+        ) {
+            n in
+            let model = ObservableModel()
+            let sink = Sink()
+            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()
+            measure(n) { n in
+                for _ in 0..<n {
+                    model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+                        .invalidate()
+                }
+            }
+            blackHole(sink)
+        },
+        Scenario(
+            operation: "add + remove, @Observable model, first on each model",
+            peer: "SafeObserve (token.invalidate)", operationsPerIteration: 1
+        ) { n in
+            // Everything a first relation brings: the model's sentinel, its
+            // tracker and its tracking (the tracking stays in the model's
+            // registrar until the model changes or dies: documented).
+            let models = (0..<n).map { _ in ObservableModel() }
+            let sink = Sink()
+            measure(n) { n in
+                for index in 0..<n {
+                    models[index].safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+                        .invalidate()
+                }
+            }
+            blackHole((models, sink))
         },
     ]
 }

@@ -232,22 +232,26 @@ enum _ObservableRegistration {
         initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)? = nil
     ) -> ObservationToken {
         let inert = ObservationToken(inertWith: options)
-        let types: (root: Any.Type, value: Any.Type, listener: Any.Type) = (Root.self, Value.self, Listener.self)
-        let described = _SafeObserveRegistration.describe(keyPath, types)
+        // Only for diagnostics: describing a key path costs about 100,000
+        // instructions.
+        func described() -> String {
+            _SafeObserveRegistration.describe(keyPath, (Root.self, Value.self, Listener.self))
+        }
         if options.contains(.prior) {
             _Diagnostics.reportProgrammerError(
-                "SafeObserve: .prior does not apply to \(described) of the @Observable \(Root.self): "
+                "SafeObserve: .prior does not apply to \(described()) of the @Observable \(Root.self): "
                     + "Observation reports a change after the store only")
             return inert
         }
         if _swift_isDeallocating(model) {
             _Diagnostics.reportProgrammerError(
-                "SafeObserve: cannot observe \(described) on \(Root.self) during the deinit of the \(Root.self)")
+                "SafeObserve: cannot observe \(described()) on \(Root.self) during the deinit of the \(Root.self)")
             return inert
         }
         if _swift_isDeallocating(listener) {
             _Diagnostics.reportProgrammerError(
-                "SafeObserve: cannot observe \(described) on \(Root.self) by a \(Listener.self) during its own deinit")
+                "SafeObserve: cannot observe \(described()) on \(Root.self) by a \(Listener.self) during its own deinit"
+            )
             return inert
         }
         var sentinel = _ModelSentinels.sentinel(of: model, keyPath: keyPath)
@@ -288,7 +292,7 @@ enum _ObservableRegistration {
         // as the sentinel goes, on return, after `.initial`.
         if relation.isActive, isKnownUniquelyReferenced(&sentinel) {
             _Diagnostics.warn(
-                "SafeObserve: \(described) of the @Observable \(Root.self) reads no tracked property (a `let`, "
+                "SafeObserve: \(described()) of the @Observable \(Root.self) reads no tracked property (a `let`, "
                     + "an @ObservationIgnored property): nothing can change it, so the relation ends")
         }
         withExtendedLifetime(sentinel) {}

@@ -99,26 +99,38 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)? = nil
     ) -> Value? {
         let value: Value
+        // The jobs begun so far, and whether one runs.
+        let before: (begun: UInt64, isDelivering: Bool)
         if isFirst {
-            let generation = state.withLock { $0.machine.firstTracking() }
+            let generation: UInt64
+            (generation, before) = state.withLock { state -> (UInt64, (begun: UInt64, isDelivering: Bool)) in
+                (state.machine.firstTracking(), (state.machine.deliveriesBegun, state.machine.isDelivering))
+            }
             value = track(model, generation: generation)
         } else {
+            before = state.withLock { state -> (begun: UInt64, isDelivering: Bool) in
+                (state.machine.deliveriesBegun, state.machine.isDelivering)
+            }
             value = model[keyPath: keyPath]
         }
-        let removesEnded = state.withLock { state -> Bool? in
+        let filed = state.withLock { state -> (removesEnded: Bool, metAJob: Bool)? in
             guard state.machine.phase != .stopped else { return nil }
             if isFirst, !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
             state.entries.append(
                 Entry(relation: _RelationReference(relation), last: value, isHeld: holding, initialInJob: initialInJob))
-            return state.entries.count >= state.removalThreshold
+            let metAJob =
+                before.isDelivering || state.machine.isDelivering || state.machine.deliveriesBegun != before.begun
+            return (state.entries.count >= state.removalThreshold, metAJob)
         }
-        guard let removesEnded else { return nil }
-        // A job that took its entries before this one was filed told it
-        // nothing, though it may have read a value stored after `value`
-        // (and re-armed the tracking past that change): if the key path
-        // reads otherwise now, a job runs (again) and tells it. Read
-        // unlocked: it may run user code.
-        let redelivers = initialInJob != nil || !_isSameValue(model[keyPath: keyPath], value)
+        guard let (removesEnded, metAJob) = filed else { return nil }
+        // A job that ran between the read of `value` and the filing took
+        // its entries without this one, so told it nothing, though it may
+        // have read a value stored after `value` (and left the tracking
+        // armed past that change): if the key path reads otherwise now, a
+        // job runs (again) and tells it. Read unlocked: it may run user
+        // code. With no job meanwhile, a change stored since the read
+        // reported to the tracking, and the job it scheduled tells it.
+        let redelivers = initialInJob != nil || (metAJob && !_isSameValue(model[keyPath: keyPath], value))
         if redelivers, state.withLock({ $0.machine.redeliver() }) { schedule() }
         // Bounded: the ended relations go whenever the entries doubled.
         if removesEnded { removeEnded(from: state.withLock { $0.entries }) }

@@ -32,6 +32,10 @@ struct _ObservableTrackerStateMachine {
 
     private(set) var phase = Phase.idle
 
+    /// The jobs begun so far (a registration compares it before its read
+    /// and at its filing).
+    private(set) var deliveriesBegun: UInt64 = 0
+
     /// Whether a job runs (between ``beginDelivery()`` and ``endDelivery()``).
     var isDelivering: Bool {
         if case .delivering = phase { return true }
@@ -156,6 +160,7 @@ struct _ObservableTrackerStateMachine {
     mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64?, verifiesOnly: Bool)? {
         guard phase == .scheduled else { return nil }
         phase = .delivering(dirty: false)
+        deliveriesBegun &+= 1
         defer {
             fired = []
             verifiesOnly = false
