@@ -1,3 +1,4 @@
+import Observation
 import Synchronization
 import Testing
 
@@ -115,10 +116,158 @@ struct HoppingStressTests {
     }
 }
 
+extension HoppingStressTests {
+    /// The same load on `@Observable` models (issue 32): their relations
+    /// always hop (to the main actor, an actor, or a global executor), and
+    /// the model's tracker is shared by the relations of one key path and
+    /// isolation. Checks: each relation's values increase and chain (each
+    /// `oldValue` the previous `newValue`); nothing is delivered after
+    /// `invalidate()` returned on the relation's actor; once the writers
+    /// stopped, each relation that is still active is told the model's
+    /// last value; nothing is left.
+    @Test func observableModels_randomRegistrationsRemovalsAndDeaths_whileOtherThreadsChange() async {
+        var delivered = 0
+        for round in 0..<StressConfig.rounds(20) {
+            delivered += await runObservableRound(seed: UInt64(round) &* 0x9E37_79B9 &+ 11)
+        }
+        #expect(delivered > 0, "no round delivered anything")
+    }
+
+    private func runObservableRound(seed: UInt64) async -> Int {
+        let census = HopCensus()
+        do {
+            var random = SplitMix64(seed: seed)
+            var models = (0..<4).map { _ in HopObservableModel(census: census) }
+            var listeners: [HopListener] = (0..<4).map { _ in HopListener(census: census) }
+            var actors: [HopActorListener] = (0..<2).map { _ in HopActorListener(census: census) }
+            var relations: [ObservableRelation] = []
+            let stop = Flag()
+
+            let writers = models.map { model in
+                Task.detached {
+                    var value = 0
+                    while !stop.isSet {
+                        value += 1
+                        model.gate.withLock { _ in model.value = value }
+                        if value % 4 == 0 { try? await Task.sleep(for: .microseconds(50)) }
+                    }
+                }
+            }
+
+            for _ in 0..<300 {
+                switch random.next(10) {
+                case 0..<4 where !listeners.isEmpty && !models.isEmpty:
+                    let listener = listeners[random.next(listeners.count)]
+                    let model = models[random.next(models.count)]
+                    // Observing again keeps the first handler (and token).
+                    guard !relations.contains(where: { $0.model === model && $0.listener === listener }) else { break }
+                    let ended = Flag()
+                    let capture = HopCapture(census: census)
+                    let chain = ChainCheck()
+                    // Registration reads the property: synchronized with the writer.
+                    let token = model.gate.withLock { _ in
+                        model.safeObserve(\.value, by: listener, options: [.initial, .old, .new]) {
+                            listener, _, change in
+                            MainActor.preconditionIsolated("an @Observable relation's handler ran off its actor")
+                            _ = capture
+                            if ended.isSet { census.lateDeliveries.add(1, ordering: .relaxed) }
+                            if !chain.accept(change) { census.disorders.add(1, ordering: .relaxed) }
+                            listener.deliveries += 1
+                            census.deliveries.add(1, ordering: .relaxed)
+                        }
+                    }
+                    relations.append((token, ended, model, listener, chain))
+                case 4 where !actors.isEmpty && !models.isEmpty:
+                    await actors[random.next(actors.count)].watch(models[random.next(models.count)], census: census)
+                case 5 where !relations.isEmpty:
+                    let (token, ended, _, _, _) = relations.remove(at: random.next(relations.count))
+                    token.invalidate()
+                    ended.set()  // on the main actor: no queued delivery may run after this
+                case 6 where listeners.count > 1:
+                    listeners.remove(at: random.next(listeners.count))
+                case 7 where actors.count > 1:
+                    actors.remove(at: random.next(actors.count))
+                case 8:
+                    listeners.append(HopListener(census: census))
+                default:
+                    await Task.yield()
+                }
+            }
+            // A model dies while it is being changed and observed.
+            let dying = models.removeLast()
+            relations.removeAll { $0.model === dying }
+            stop.set()
+            for writer in writers { await writer.value }
+            // No update is lost: each relation still active is told its
+            // model's last value.
+            for (token, _, model, _, chain) in relations where token.isActive {
+                let final = model.gate.withLock { _ in model.value }
+                let told = await eventually { chain.last == final || !token.isActive }
+                if !told { census.lostUpdates.add(1, ordering: .relaxed) }
+            }
+            for (token, ended, _, _, _) in relations {
+                token.invalidate()
+                ended.set()
+            }
+            relations = []
+            models = []
+            listeners = []
+            actors = []
+        }
+        #expect(census.lateDeliveries.load(ordering: .relaxed) == 0, "delivered after invalidate() returned")
+        #expect(census.disorders.load(ordering: .relaxed) == 0, "a relation's deliveries did not chain")
+        #expect(census.lostUpdates.load(ordering: .relaxed) == 0, "a relation was not told its model's last value")
+        #expect(await eventually { census.models.liveCount == 0 }, "a model leaked")
+        #expect(await eventually { census.listeners.liveCount == 0 }, "a listener leaked")
+        #expect(await eventually { census.captures.liveCount == 0 }, "a handler (and its captures) leaked")
+        return census.deliveries.load(ordering: .relaxed)
+    }
+}
+
+/// A relation of the `@Observable` round, with what checks it.
+private typealias ObservableRelation = (
+    token: ObservationToken, ended: Flag, model: HopObservableModel, listener: HopListener, chain: ChainCheck
+)
+
+/// An `@Observable` model changed by one writer task.
+@Observable
+// @unchecked Sendable: `value` is changed and registered on only inside `gate`.
+private final class HopObservableModel: @unchecked Sendable {
+    var value = 0
+    /// Serializes the writer's changes with registrations (which read `value`).
+    @ObservationIgnored let gate = _Mutex(0)
+    @ObservationIgnored let census: HopCensus
+
+    init(census: HopCensus) {
+        self.census = census
+        census.models.didInit()
+    }
+
+    deinit { census.models.didDeinit() }
+}
+
+/// Accepts a relation's deliveries only if they chain: `.initial` first,
+/// then each `oldValue` the previous `newValue`, values increasing.
+private final class ChainCheck: Sendable {
+    private let state = _Mutex<Int?>(nil)
+
+    /// The last `newValue` accepted.
+    var last: Int? { state.withLock { $0 } }
+
+    func accept(_ change: ObservedChange<Int>) -> Bool {
+        state.withLock { last in
+            defer { last = change.newValue }
+            guard let previous = last else { return change.isInitial }
+            return !change.isInitial && change.oldValue == previous && change.newValue! > previous
+        }
+    }
+}
+
 private final class HopCensus: Sendable {
     let lateDeliveries = Atomic<Int>(0)
     let deliveries = Atomic<Int>(0)
     let disorders = Atomic<Int>(0)
+    let lostUpdates = Atomic<Int>(0)
     let models = LifetimeCounter()
     let listeners = LifetimeCounter()
     let captures = LifetimeCounter()
@@ -162,6 +311,20 @@ private actor HopActorListener {
     }
 
     deinit { census.listeners.didDeinit() }
+
+    func watch(_ model: HopObservableModel, census: HopCensus) {
+        let capture = HopCapture(census: census)
+        let chain = ChainCheck()
+        // Registration reads the property: synchronized with the writer.
+        _ = model.gate.withLock { _ in
+            model.safeObserve(\.value, by: self, options: [.initial, .old, .new]) { listener, _, change in
+                _ = capture
+                if !chain.accept(change) { census.disorders.add(1, ordering: .relaxed) }
+                listener.deliveries += 1
+                census.deliveries.add(1, ordering: .relaxed)
+            }
+        }
+    }
 
     func watch(_ model: HopModel, census: HopCensus) {
         let capture = HopCapture(census: census)
