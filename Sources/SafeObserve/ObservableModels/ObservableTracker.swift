@@ -21,8 +21,11 @@ class _AnyObservableTracker: _AnyHop, @unchecked Sendable {
 /// on the global executor. The job reads the key path again, tracked (so a
 /// chain whose link was replaced follows the new link), cancels the
 /// tracking that reported, and tells each relation the value it was told
-/// last (or read when it registered) and the value now. Changes made while
-/// a job is waiting are one delivery.
+/// last (or read when it registered) and the value now; when only the
+/// property the key path names reported, on a model of exactly `Root`, it
+/// reads untracked and the installed tracking stays (see
+/// ``_ObservableTrackerStateMachine``). Changes made while a job is waiting
+/// are one delivery.
 ///
 /// Held by its model's sentinel, so it lives as long as the relations'
 /// channel; it holds no relation, listener, model or actor alive.
