@@ -240,6 +240,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             for tracking in cancel { tracking.cancel() }
             return stop()
         }
+        // Held for the job: cancelling the tracking that reported may drop
+        // the last closure that holds it, when the key path now reads
+        // nothing Observation tracks (see the end of the job).
+        var heldSentinel = sentinel
         let entries = state.withLock { $0.entries }
         // Loops, here and below, rather than `contains(where:)` or
         // `indices`: in this unspecialized code, each generic call looks up
@@ -329,6 +333,18 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         withExtendedLifetime(entries) {}
         if reschedule { schedule() }
         if !_ObservationTrackingLayer.reportsAfterTheStore, !verifiesOnly { scheduleVerifications() }
+        // Only this job holds the sentinel: the key path read nothing
+        // Observation tracks this time (a computed property that switched
+        // to `@ObservationIgnored` state), so nothing can change it any
+        // more. The relations were told this change; they end as the
+        // sentinel goes, as a registration's do when it reads nothing
+        // tracked.
+        if heldSentinel != nil, isKnownUniquelyReferenced(&heldSentinel!) {
+            _Diagnostics.warn(
+                "SafeObserve: \(keyPath) of the @Observable \(Root.self) read no tracked property after a change "
+                    + "(only `let` or @ObservationIgnored state): nothing can change it any more, so its relations end")
+        }
+        heldSentinel = nil
     }
 
     /// Before-the-store tracking only: a delivery that ran between a

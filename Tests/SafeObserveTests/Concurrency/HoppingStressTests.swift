@@ -229,12 +229,24 @@ private typealias ObservableRelation = (
     token: ObservationToken, ended: Flag, model: HopObservableModel, listener: HopListener, chain: ChainCheck
 )
 
-/// An `@Observable` model changed by one writer task.
+/// An `@Observable` model changed by one writer task. Its value is read by
+/// deliveries on other threads, so it is stored under a lock (as a model
+/// shared across threads must be), with the `access` and `withMutation`
+/// calls the macro would make.
 @Observable
-// @unchecked Sendable: `value` is changed and registered on only inside `gate`.
+// @unchecked Sendable: `storage` is only touched under its lock.
 private final class HopObservableModel: @unchecked Sendable {
-    var value = 0
-    /// Serializes the writer's changes with registrations (which read `value`).
+    @ObservationIgnored private let storage = _Mutex(0)
+    var value: Int {
+        get {
+            access(keyPath: \.value)
+            return storage.withLock { $0 }
+        }
+        set {
+            withMutation(keyPath: \.value) { storage.withLock { $0 = newValue } }
+        }
+    }
+    /// Serializes the writer's changes with registrations.
     @ObservationIgnored let gate = _Mutex(0)
     @ObservationIgnored let census: HopCensus
 

@@ -63,6 +63,16 @@ private final class OSwitching: OBase, @unchecked Sendable {
     }
 }
 
+/// A computed property that can switch to state Observation does not track.
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
+private final class OSwitchable: @unchecked Sendable {
+    var a = 0
+    @ObservationIgnored var useIgnored = false
+    @ObservationIgnored var ignored = 0
+    var sneaky: Int { useIgnored ? ignored : a }
+}
+
 /// A model only `aThousandModelsThatDie_leaveNoSentinel` makes.
 @Observable
 private final class DyingStore {
@@ -233,6 +243,30 @@ struct ObservableModelTests {
         source.count = 6
         #expect(await eventually { received.count == 2 })
         #expect(received.all.map(describe) == ["1->5", "5->6"])
+        withExtendedLifetime(listener) {}
+    }
+
+    /// A key path that, after a change, reads nothing Observation tracks is
+    /// told that change, then ends (nothing can change it any more), as a
+    /// registration's does (attack D14: it ended without the change).
+    @MainActor
+    @Test func aKeyPathThatComesToReadNothingTracked_isToldTheChange_thenEnds() async {
+        let model = OSwitchable()
+        let listener = Listener()
+        let received = Deliveries<Int>()
+        let captures = LifetimeCounter()
+        let token = model.safeObserve(\.sneaky, by: listener, options: [.old, .new]) {
+            [captured = Captured(captures)] _, _, change in
+            _ = captured
+            received.append(change)
+        }
+        model.ignored = 50
+        model.useIgnored = true
+        model.a = 1
+        #expect(await eventually { received.count == 1 }, "the change was dropped")
+        #expect(received.all.map(describe) == ["0->50"])
+        #expect(await eventually { !token.isActive }, "a relation nothing can change stayed")
+        #expect(await eventually { captures.liveCount == 0 }, "its handler was kept")
         withExtendedLifetime(listener) {}
     }
 
