@@ -23,9 +23,10 @@ extension Observable where Self: AnyObject {
     /// property (`\.fullName`).
     ///
     /// Unlike a ``SafeObservable`` model's, a change is delivered after the
-    /// mutating call returned, never inside it: asynchronously, on the
-    /// actor the handler was registered from (`isolation`), or on a global
-    /// executor when it was registered from nonisolated code. Changes made
+    /// mutating call (the setter) returned, never inside it: asynchronously,
+    /// on the actor the handler was registered from (`isolation`), or on a
+    /// global executor when it was registered from nonisolated code (then
+    /// possibly while the code that made the change goes on). Changes made
     /// while a delivery waits are one delivery: `oldValue` is the value the
     /// handler was told last (or that was read when it registered),
     /// `newValue` the value when the delivery runs. So each delivery's
