@@ -17,7 +17,8 @@ import Synchronization
 /// - the main actor's job holds nothing;
 /// - an actor on a custom executor is never held: the job runs on an actor
 ///   of the mailbox's own (``_ExecutorProxy``) that shares that executor and
-///   retains only the executor;
+///   retains only the executor. The mailbox is the executor's, whichever of
+///   its actors live: one of them dying ends nothing;
 /// - a default actor is its own executor, and the Swift runtime requires an
 ///   actor to outlive the jobs enqueued on it: a job holds such an actor
 ///   while it waits for it and while it delivers one batch (the changes
@@ -28,12 +29,14 @@ import Synchronization
 // mailbox's lock guards) is reached only under the lock; everything else is
 // immutable.
 final class _Mailbox: @unchecked Sendable {
-    /// The executor, for the same-actor check. Its identity stays unique
-    /// while `actor` keeps the actor's allocation or `proxy` the executor.
+    /// The executor, for the same-actor check. Its identity is unique while
+    /// `proxy` keeps a custom executor alive, or while a default actor is
+    /// alive; the native probes also keep a dead default actor's
+    /// allocation, the portable ones do not (see ``of(_:)``).
     @usableFromInline let executor: UnownedSerialExecutor
     @usableFromInline let isMainActor: Bool
-    /// The actor whose executor this is (`nil` for the main actor), kept
-    /// allocated but never alive.
+    /// The default actor that is this executor (`nil` for the main actor and
+    /// a custom executor), never kept alive.
     let actor: _UnretainedReference?
     /// The job's actor for a custom executor.
     let proxy: _ExecutorProxy?
@@ -85,12 +88,30 @@ final class _Mailbox: @unchecked Sendable {
     private init(actor: any Actor, proxy: _ExecutorProxy?) {
         executor = actor.unownedExecutor
         isMainActor = false
-        self.actor = _UnretainedReference(actor)
+        self.actor = proxy == nil ? _UnretainedReference(actor) : nil
         self.proxy = proxy
     }
 
     deinit {
-        if !isMainActor { Self.table.withLock { _ = $0.removeValue(forKey: Self.identity(of: executor)) } }
+        // Unfiled only if still filed: a weak reference to a deinitializing
+        // object reads nil, and a live one is a newer mailbox filed under
+        // the same identity (see `of(_:)`).
+        if !isMainActor {
+            Self.table.withLock { table in
+                let key = Self.identity(of: executor)
+                if let entry = table[key], entry.mailbox == nil { table.removeValue(forKey: key) }
+            }
+        }
+    }
+
+    /// Whether this is the mailbox of `actor`'s executor, whose identity it
+    /// is filed under: a custom executor's is its proxy's, which keeps the
+    /// executor alive; a default actor's only while that actor is this one.
+    /// A dead default actor's mailbox lives on while relations isolated to
+    /// it do, and with the portable probes a new actor may be made at its
+    /// address.
+    private func serves(_ actor: any Actor) -> Bool {
+        proxy != nil || self.actor.unsafelyUnwrapped.refers(to: actor)
     }
 
     /// Runs `body` on the executor as a notification handler (see
@@ -128,12 +149,13 @@ final class _Mailbox: @unchecked Sendable {
         let executor = actor.unownedExecutor
         let key = identity(of: executor)
         let found = table.withLock { $0[key]?.mailbox }
-        if let found { return found }
+        if let found, found.serves(actor) { return found }
         // Made unlocked (the executor's `asUnownedSerialExecutor` is user
-        // code), then filed unless another thread filed one meanwhile.
+        // code), then filed unless another thread filed one meanwhile; a
+        // dead actor's mailbox filed under the same identity is replaced.
         let made = _Mailbox(actor: actor, proxy: _ExecutorProxy.sharing(executor, of: actor))
         return table.withLock { table in
-            if let filed = table[key]?.mailbox { return filed }
+            if let filed = table[key]?.mailbox, filed.serves(actor) { return filed }
             table[key] = WeakMailbox(mailbox: made)
             return made
         }
@@ -252,11 +274,9 @@ final actor _ExecutorProxy {
     }
 
     /// The mailbox's job, on the executor: delivers a batch (see
-    /// ``_Mailbox/deliverBatch()``), unless the actor died (then none can
-    /// run).
+    /// ``_Mailbox/deliverBatch()``). The executor is alive, so it can run
+    /// whichever of its actors died: each relation checks its own listener.
     func deliver(_ mailbox: _Mailbox) {
-        // unwrapped: only an actor's mailbox has a proxy.
-        if mailbox.actor.unsafelyUnwrapped.isGone { return mailbox.actorDied() }
         mailbox.deliverBatch()
     }
 }

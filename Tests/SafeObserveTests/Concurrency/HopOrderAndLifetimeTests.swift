@@ -158,6 +158,23 @@ private actor DefaultListenerActor {
     }
 }
 
+/// A plain (default) actor that registers handlers isolated to it for other
+/// listeners, and counts its lifetime: it can die while its relations live.
+private actor IsolatingWorker {
+    let lifetime: LifetimeCounter
+
+    init(lifetime: LifetimeCounter) {
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+
+    deinit { lifetime.didDeinit() }
+
+    func observe(_ model: HopModel, by listener: Peer, log: EventLog) -> ObservationToken {
+        model.safeObserve(\.count, by: listener) { _, _, change in log.record("\(change.newValue!)") }
+    }
+}
+
 /// Spins until `flag` is set, for 10 s at most (never hangs a test).
 private func spin(until flag: Flag) {
     let deadline = ContinuousClock.now + .seconds(10)
@@ -363,6 +380,79 @@ struct HopOrderAndLifetimeTests {
         #expect(listener.log.entries.isEmpty, "delivered after the relation ended")
         #expect(await within { captures.liveCount == 0 }, "the handler's captures were never released")
         withExtendedLifetime(listener) {}
+    }
+
+    /// An actor made at the address of a dead actor whose deliveries are
+    /// still on record (a relation isolated to it outlives it, its listener
+    /// being alive) is told its changes: it is a new actor, not the dead one.
+    /// With weak references (the portable probes, as on Apple platforms) the
+    /// dead actor's allocation is freed at once and its address reused, and
+    /// the new actor's changes were once dropped as the dead one's.
+    @Test func anActorMadeWhereADeadActorLived_isToldItsChanges() async {
+        let model = HopModel()
+        let lifetime = LifetimeCounter()
+        let (oldListener, oldLog) = (Peer(), EventLog())
+        var dead: IsolatingWorker? = IsolatingWorker(lifetime: lifetime)
+        let deadAddress = UInt(bitPattern: ObjectIdentifier(dead!))
+        let oldToken = await dead!.observe(model, by: oldListener, log: oldLog)
+        dead = nil
+        #expect(await within { lifetime.liveCount == 0 }, "the actor never died")
+        // New actors until one lives where the dead one did (the allocator
+        // hands a freed block back soon, when nothing keeps it allocated).
+        var made: [IsolatingWorker] = []
+        var reused: IsolatingWorker?
+        for _ in 0..<1_000 where reused == nil {
+            let worker = IsolatingWorker(lifetime: lifetime)
+            if UInt(bitPattern: ObjectIdentifier(worker)) == deadAddress {
+                reused = worker
+            } else {
+                made.append(worker)
+            }
+        }
+        #if SAFEOBSERVE_PORTABLE_PROBES
+            // Weak references free the dead actor's allocation: the case
+            // this test is for happens here (the native probes keep it).
+            #expect(reused != nil, "no new actor was made at the dead actor's address")
+        #endif
+        let worker = reused ?? made.last!
+        let (listener, log) = (Peer(), EventLog())
+        let token = await worker.observe(model, by: listener, log: log)
+        onAnotherThread { model.count = 1 }
+        let told = await within { log.entries == ["1"] }
+        #expect(told, "the new actor's relation was told \(log.entries) (address reused: \(reused != nil))")
+        #expect(oldLog.entries.isEmpty, "a relation isolated to a dead actor was told \(oldLog.entries)")
+        token.invalidate()
+        oldToken.invalidate()
+        withExtendedLifetime((listener, oldListener, made)) {}
+    }
+
+    /// Two actors on one custom executor: when the first dies, relations
+    /// isolated to the second are still told their changes (the executor,
+    /// not the actor that first used it, decides where deliveries run).
+    @Test func actorsSharingACustomExecutor_whenOneDies_theOtherIsStillToldItsChanges() async {
+        let model = HopModel()
+        let executor = ManualExecutor()
+        let (firstLifetime, secondLifetime) = (LifetimeCounter(), LifetimeCounter())
+        var first: ManualActor? = ManualActor(executor: executor, lifetime: firstLifetime)
+        let second = ManualActor(executor: executor, lifetime: secondLifetime)
+        let (firstLog, secondLog) = (EventLog(), EventLog())
+        model.safeObserve(\.count, by: first!) { _, _, change in firstLog.record("\(change.newValue!)") }
+        model.safeObserve(\.count, by: second) { _, _, change in secondLog.record("\(change.newValue!)") }
+        first = nil
+        #expect(firstLifetime.liveCount == 0, "the first actor is alive")
+        onAnotherThread { model.count = 1 }
+        let draining = Flag()
+        defer { draining.set() }
+        Thread.detachNewThread {
+            while !draining.isSet {
+                executor.drain()
+                sched_yield()
+            }
+        }
+        let told = await within { secondLog.entries == ["1"] }
+        #expect(told, "the second actor was told \(secondLog.entries)")
+        #expect(firstLog.entries.isEmpty, "the dead actor was told \(firstLog.entries)")
+        withExtendedLifetime(second) {}
     }
 
     /// A plain default actor as listener, busy in its own handler while a

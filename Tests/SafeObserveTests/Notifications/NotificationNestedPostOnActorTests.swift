@@ -121,20 +121,16 @@ struct NotificationNestedPostOnActorTests {
     func aPostMadeByAHandlerOfAQueuedPost_reachesEveryObserverAtOnce_andNoHandlerIsReenteredWithAQueuedPost(
         kind: NestedPostActorKind
     ) async {
-        await withKnownIssue(Self.portableGlobalActorIssue, isIntermittent: true) {
-            let actor = Self.actor(of: kind)
-            let hub = NotificationHub()
-            let log = NestingLog()
-            let listeners = [Peer(), Peer()]
-            await Self.run(on: actor, hub, log, listeners: listeners, trigger: 1, postedElsewhere: [1, 2, 3])
-            #expect(await eventually { log.entries.count >= 8 })
-            #expect(
-                log.entries == ["A:1", "A:100 inside A", "B:100", "B:1", "A:2", "B:2", "A:3", "B:3"],
-                "\(kind): \(log.entries)")
-            withExtendedLifetime((actor, listeners)) {}
-        } when: {
-            Self.isPortableGlobalActorCase(kind)
-        }
+        let actor = Self.actor(of: kind)
+        let hub = NotificationHub()
+        let log = NestingLog()
+        let listeners = [Peer(), Peer()]
+        await Self.run(on: actor, hub, log, listeners: listeners, trigger: 1, postedElsewhere: [1, 2, 3])
+        #expect(await eventually { log.entries.count >= 8 })
+        #expect(
+            log.entries == ["A:1", "A:100 inside A", "B:100", "B:1", "A:2", "B:2", "A:3", "B:3"],
+            "\(kind): \(log.entries)")
+        withExtendedLifetime((actor, listeners)) {}
     }
 
     /// A post made on the actor outside any handler is delivered to each
@@ -168,39 +164,16 @@ struct NotificationNestedPostOnActorTests {
     /// (7), as any observer of a post made on the actor is.
     @Test(arguments: NestedPostActorKind.allCases)
     func aHandlerOfAPostMadeOnTheActor_isNotReenteredWithAPostQueuedWhileItRuns(kind: NestedPostActorKind) async {
-        await withKnownIssue(Self.portableGlobalActorIssue, isIntermittent: true) {
-            let actor = Self.actor(of: kind)
-            let hub = NotificationHub()
-            let log = NestingLog()
-            let listeners = [Peer(), Peer()]
-            await Self.run(
-                on: actor, hub, log, listeners: listeners, trigger: 3, postedElsewhere: [], postedOnActor: 3,
-                beforeNestedPost: { postElsewhere(hub, [7]) })
-            #expect(await eventually { log.entries.count >= 6 })
-            #expect(
-                log.entries == ["A:3", "A:100 inside A", "B:100", "B:7", "B:3", "A:7"], "\(kind): \(log.entries)")
-            withExtendedLifetime((actor, listeners)) {}
-        } when: {
-            Self.isPortableGlobalActorCase(kind)
-        }
-    }
-
-    /// An open defect, not a test to drop: in the portable-probe build (as
-    /// on Apple platforms), these two tests' global-actor cases sometimes
-    /// get no delivery at all (nothing in five minutes), in about one
-    /// full-suite run in two; they pass alone. Seen in CI's portable step
-    /// at `efd4eb9` and `2e8038d`. To find and fix next (the session note
-    /// says where to start); recorded as a known, intermittent issue so that
-    /// the rest of the suite keeps gating.
-    static let portableGlobalActorIssue: Comment =
-        "open defect: portable probes, global actor: posts queued for the actor are sometimes never delivered"
-
-    /// Whether `kind` is the case of that defect in this build.
-    static func isPortableGlobalActorCase(_ kind: NestedPostActorKind) -> Bool {
-        #if SAFEOBSERVE_PORTABLE_PROBES
-            kind == .globalActor
-        #else
-            false
-        #endif
+        let actor = Self.actor(of: kind)
+        let hub = NotificationHub()
+        let log = NestingLog()
+        let listeners = [Peer(), Peer()]
+        await Self.run(
+            on: actor, hub, log, listeners: listeners, trigger: 3, postedElsewhere: [], postedOnActor: 3,
+            beforeNestedPost: { postElsewhere(hub, [7]) })
+        #expect(await eventually { log.entries.count >= 6 })
+        #expect(
+            log.entries == ["A:3", "A:100 inside A", "B:100", "B:7", "B:3", "A:7"], "\(kind): \(log.entries)")
+        withExtendedLifetime((actor, listeners)) {}
     }
 }
