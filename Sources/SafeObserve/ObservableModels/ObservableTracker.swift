@@ -37,6 +37,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
 
     struct Entry {
         let relation: _RelationReference
+        /// Tells this entry from one of a relation that ended and was
+        /// freed at the same address (the portable probes' weak references
+        /// do not keep the allocation).
+        let id: UInt64
         /// What the relation was told last, or read when it registered.
         var last: Value
         /// Told nothing until its `.initial` call returned: a job skips it
@@ -56,6 +60,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// entries: twice the count left by the last removal, so that
         /// removal costs O(1) amortized per registration.
         var removalThreshold = 16
+        /// The next entry's `id`.
+        var nextEntryID: UInt64 = 0
         /// The value the last tracked read returned (before-the-store
         /// tracking only: what a verification compares with).
         var lastRead: Value?
@@ -119,8 +125,11 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         let filed = state.withLock { state -> (removesEnded: Bool, metAJob: Bool)? in
             guard state.machine.phase != .stopped else { return nil }
             if isFirst, !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
+            state.nextEntryID &+= 1
             state.entries.append(
-                Entry(relation: _RelationReference(relation), last: value, isHeld: holding, initialInJob: initialInJob))
+                Entry(
+                    relation: _RelationReference(relation), id: state.nextEntryID, last: value, isHeld: holding,
+                    initialInJob: initialInJob))
             let metAJob =
                 before.isDelivering || state.machine.isDelivering || state.machine.deliveriesBegun != before.begun
             return (state.entries.count >= state.removalThreshold, metAJob)
@@ -161,9 +170,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     private func removeEnded(from entries: ContiguousArray<Entry>) {
         // A loop, not a key path: a key path into a generic `Entry` is
         // instantiated (its generic arguments demangled) at every use.
-        var ended = Set<UnsafeMutableRawPointer>()
+        var ended = Set<UInt64>()
         for entry in entries where entry.relation.load()?.isActive != true {
-            ended.insert(entry.relation.reference.address)
+            ended.insert(entry.id)
         }
         guard !ended.isEmpty else {
             state.withLock { $0.removalThreshold = max(16, 2 * $0.entries.count) }
@@ -176,7 +185,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             // of its handlers, or from another thread, comes here).
             guard !state.machine.isDelivering else { return removed }
             state.entries.removeAll { entry in
-                guard ended.contains(entry.relation.reference.address) else { return false }
+                guard ended.contains(entry.id) else { return false }
                 removed.append(entry)
                 return true
             }

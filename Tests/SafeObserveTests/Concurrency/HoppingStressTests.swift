@@ -198,6 +198,13 @@ extension HoppingStressTests {
             relations.removeAll { $0.model === dying }
             stop.set()
             for writer in writers { await writer.value }
+            #if SAFEOBSERVE_PUBLIC_TRACKING
+                // Tracked before the store (as on Apple platforms), a store
+                // whose writer was suspended past the re-reads after its
+                // report is delivered with the next change
+                // (ObservingObservableModels.md, "Platforms"): made here.
+                for model in models { model.gate.withLock { _ in model.value += 1 } }
+            #endif
             // No update is lost: each relation still active is told its
             // model's last value.
             for (token, _, model, _, chain) in relations where token.isActive {

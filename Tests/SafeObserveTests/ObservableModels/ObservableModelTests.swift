@@ -443,6 +443,32 @@ struct ObservableModelTests {
         #expect(calls.load(ordering: .relaxed) == 0)
     }
 
+    /// Removing the ended relations keeps a relation made where an ended
+    /// one lived. With the portable probes (weak references, as on Apple
+    /// platforms) an ended relation's memory is freed at once and reused,
+    /// and the removal, which went by address, once took the new relation
+    /// with the ended one: it was never told a change again.
+    @MainActor
+    @Test func removingEndedRelations_keepsANewRelationMadeWhereAnEndedOneLived() async {
+        let store = OStore()
+        var listeners: [Listener] = []
+        var kept: [Deliveries<Int>] = []
+        for _ in 0..<64 {
+            let ended = Listener()
+            store.safeObserve(\.count, by: ended) { _, _, _ in }.invalidate()
+            let listener = Listener()
+            let deliveries = Deliveries<Int>()
+            store.safeObserve(\.count, by: listener) { _, _, change in deliveries.append(change) }
+            listeners.append(listener)
+            kept.append(deliveries)
+        }
+        store.count = 1
+        _ = await eventually { kept.allSatisfy { $0.count == 1 } }
+        let untold = kept.filter { $0.count == 0 }.count
+        #expect(untold == 0, "\(untold) of \(kept.count) relations were never told the change")
+        withExtendedLifetime(listeners) {}
+    }
+
     /// Ten thousand relations whose listeners died leave no relation and a
     /// bounded tracker once the model changes.
     @MainActor
