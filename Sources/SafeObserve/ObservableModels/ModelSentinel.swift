@@ -18,6 +18,7 @@
 /// change or die. So the model is also watched (``_SenderWatch``): its
 /// death tears the relations down within the watch's interval whatever
 /// other registrars still hold.
+@usableFromInline
 final class _ModelSentinel: @unchecked Sendable {
     // @unchecked Sendable: `trackers` and `watch` are reached only under
     // `state`'s lock; everything else is immutable.

@@ -68,7 +68,7 @@ extension Observable where Self: AnyObject {
         _ObservableRegistration.register(
             self, keyPath, by: listener, options: options, isolation: isolation,
             deliver: _makeDeliver(options, unisolated: changeHandler),
-            initial: { changeHandler(listener, self, $0) })
+            initial: { changeHandler(listener, self, $0) }, trackerJob: _ObservableTracker<Self, Value>.job())
     }
 
     /// Observes `keyPath` on this `@Observable` model on behalf of the
@@ -113,7 +113,7 @@ extension Observable where Self: AnyObject {
         return _ObservableRegistration.register(
             self, keyPath, by: listener, options: options, isolation: listener,
             deliver: _makeDeliver(options, unisolated: handler),
-            initial: { handler(listener, self, $0) },
+            initial: { handler(listener, self, $0) }, trackerJob: _ObservableTracker<Self, Value>.job(),
             // unsafeBitCast: a class reference is passed as `AnyObject` alike;
             // the tracker calls it with this relation's listener only.
             initialInJob: isOnListener
@@ -193,7 +193,8 @@ extension Observable where Self: AnyObject {
             root: self, keyPath: keyPath, options: options, buffering: buffering,
             register: { root, keyPath, relay, options, deliver, initial in
                 _ObservableRegistration.register(
-                    root, keyPath, by: relay, options: options, isolation: nil, deliver: deliver, initial: initial)
+                    root, keyPath, by: relay, options: options, isolation: nil, deliver: deliver, initial: initial,
+                    trackerJob: _ObservableTracker<Self, Value>.job())
             })
     }
 
@@ -230,6 +231,7 @@ enum _ObservableRegistration {
     static func register<Root: Observable & AnyObject, Listener: AnyObject, Value>(
         _ model: Root, _ keyPath: KeyPath<Root, Value>, by listener: Listener, options: ObservationOptions,
         isolation: (any Actor)?, deliver: @escaping _Deliver, initial: (ObservedChange<Value>) -> Void,
+        trackerJob: @escaping @Sendable (_AnyHop, UInt64, Int) -> Void,
         initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)? = nil
     ) -> ObservationToken {
         let inert = ObservationToken(inertWith: options)
@@ -267,7 +269,11 @@ enum _ObservableRegistration {
                 for: _ModelSentinel.TrackerKey(
                     isolation: isolation.map { ObjectIdentifier($0) },
                     type: ObjectIdentifier(_ObservableTracker<Root, Value>.self)),
-                make: { _ObservableTracker(model: model, keyPath: keyPath, isolation: isolation, sentinel: sentinel) })
+                make: {
+                    _ObservableTracker(
+                        model: model, keyPath: keyPath, isolation: isolation, sentinel: sentinel,
+                        deliverQueued: trackerJob)
+                })
             guard let (anyTracker, isFirst) = found else {
                 relation.end()  // the model died meanwhile
                 break

@@ -1,12 +1,15 @@
 /// What a ``_ModelSentinel`` keeps of its trackers, whatever their types.
+@usableFromInline
 class _AnyObservableTracker: _AnyHop, @unchecked Sendable {
     // @unchecked Sendable: adds no stored property to `_AnyHop`.
 
     /// Stops delivering: cancels what it can of its tracking, and lets go of
     /// the sentinel.
+    @usableFromInline
     func stop() {}
 
     /// Whether it stopped (then a registration makes another).
+    @usableFromInline
     var isStopped: Bool { false }
 }
 
@@ -29,33 +32,53 @@ class _AnyObservableTracker: _AnyHop, @unchecked Sendable {
 ///
 /// Held by its model's sentinel, so it lives as long as the relations'
 /// channel; it holds no relation, listener, model or actor alive.
+@usableFromInline
 final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @unchecked Sendable {
     // @unchecked Sendable: `state` is reached only under its lock; `keyPath`,
     // `model` and `mailbox` are immutable; Values are read and handed to
     // handlers only on the tracker's isolation (the job, or a registration
     // made there).
+    //
+    // The paths run at each change (the report and the job) are inlinable,
+    // so that they are specialized where the relation is registered (the
+    // tracker is made there, see ``make(model:keyPath:isolation:sentinel:)``):
+    // unspecialized, each looked up the metadata of its generic types again,
+    // about a sixth of a delivery's instructions.
 
+    @usableFromInline
     struct Entry {
-        let relation: _RelationReference
+        @usableFromInline let relation: _RelationReference
         /// Tells this entry from one of a relation that ended and was
         /// freed at the same address (the portable probes' weak references
         /// do not keep the allocation).
-        let id: UInt64
+        @usableFromInline let id: UInt64
         /// What the relation was told last, or read when it registered.
-        var last: Value
+        @usableFromInline var last: Value
         /// Told nothing until its `.initial` call returned: a job skips it
         /// meanwhile (see ``release(_:)``).
-        var isHeld: Bool
+        @usableFromInline var isHeld: Bool
         /// A job skipped it while it was held.
-        var wasSkipped = false
+        @usableFromInline var wasSkipped = false
         /// Delivers its `.initial`, which is the next job's to deliver (it
         /// was registered off the tracker's actor): then released.
-        var initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)?
+        @usableFromInline var initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)?
+
+        init(
+            relation: _RelationReference, id: UInt64, last: Value, isHeld: Bool,
+            initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)?
+        ) {
+            self.relation = relation
+            self.id = id
+            self.last = last
+            self.isHeld = isHeld
+            self.initialInJob = initialInJob
+        }
     }
 
+    @usableFromInline
     struct State {
-        var machine = _ObservableTrackerStateMachine()
-        var entries: ContiguousArray<Entry> = []
+        @usableFromInline var machine = _ObservableTrackerStateMachine()
+        @usableFromInline var entries: ContiguousArray<Entry> = []
         /// The entry count at which registration next removes ended
         /// entries: twice the count left by the last removal, so that
         /// removal costs O(1) amortized per registration.
@@ -64,26 +87,40 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         var nextEntryID: UInt64 = 0
         /// The value the last tracked read returned (before-the-store
         /// tracking only: what a verification compares with).
-        var lastRead: Value?
+        @usableFromInline var lastRead: Value?
     }
 
-    let keyPath: KeyPath<Root, Value>
+    @usableFromInline let keyPath: KeyPath<Root, Value>
     /// Whether the key path's read is the model's own class's getter of one
     /// property (a single component, on a model of exactly `Root`): a
     /// report of that property leaves what it reads unchanged, so the
     /// installed tracking stays. An `@Observable` stored property's getter
     /// tracks itself alone.
-    private let readsOnlyItself: Bool
-    let model: _UnretainedReference
+    @usableFromInline let readsOnlyItself: Bool
+    @usableFromInline let model: _UnretainedReference
     /// The executor's mailbox; `nil` for a nonisolated tracker.
     let mailbox: _Mailbox?
-    private weak var sentinel: _ModelSentinel?
-    private let state = _Mutex(State())
+    @usableFromInline weak var sentinel: _ModelSentinel?
+    @usableFromInline let state = _Mutex(State())
 
     /// Where its sentinel files it.
     let key: _ModelSentinel.TrackerKey
 
-    init(model: Root, keyPath: KeyPath<Root, Value>, isolation: (any Actor)?, sentinel: _ModelSentinel) {
+    /// The job of a tracker of this type, as the code specialized where
+    /// this is called (a registration passes it to the tracker it makes).
+    @inlinable
+    static func job() -> @Sendable (_AnyHop, UInt64, Int) -> Void {
+        { hop, _, _ in
+            // unsafeDowncast: the mailbox files this tracker only.
+            unsafeDowncast(hop, to: _ObservableTracker<Root, Value>.self).deliver()
+        }
+    }
+
+    @usableFromInline
+    init(
+        model: Root, keyPath: KeyPath<Root, Value>, isolation: (any Actor)?, sentinel: _ModelSentinel,
+        deliverQueued: @escaping @Sendable (_AnyHop, UInt64, Int) -> Void
+    ) {
         key = _ModelSentinel.TrackerKey(
             isolation: isolation.map { ObjectIdentifier($0) }, type: ObjectIdentifier(Self.self))
         self.keyPath = keyPath
@@ -91,10 +128,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         self.model = _UnretainedReference(model)
         mailbox = isolation.map { _Mailbox.of($0) }
         self.sentinel = sentinel
-        super.init(deliverQueued: { hop, _, _ in
-            // unsafeDowncast: the mailbox files this tracker only.
-            unsafeDowncast(hop, to: _ObservableTracker<Root, Value>.self).deliver()
-        })
+        super.init(deliverQueued: deliverQueued)
     }
 
     // MARK: Registration
@@ -167,7 +201,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
 
     /// Removes the entries of `entries` (a snapshot) whose relation ended.
     /// Probed unlocked; the removed values are released unlocked too.
-    private func removeEnded(from entries: ContiguousArray<Entry>) {
+    @usableFromInline
+    func removeEnded(from entries: ContiguousArray<Entry>) {
         // A loop, not a key path: a key path into a generic `Entry` is
         // instantiated (its generic arguments demangled) at every use.
         var ended = Set<UInt64>()
@@ -197,7 +232,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
 
     /// Reads the key path with a tracking of generation `generation`, whose
     /// reports reach this tracker.
-    private func track(_ model: Root, generation: UInt64) -> Value {
+    @inlinable
+    func track(_ model: Root, generation: UInt64) -> Value {
         let keyPath = keyPath
         let sentinel = sentinel
         return _ObservationTrackingLayer.track(
@@ -220,7 +256,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// the job cancels it, so the model's registrar still holds the
     /// sentinel: kept by nothing else, it dies with the model and ends the
     /// relations at once, whatever the job waits for.
-    private func changed(generation: UInt64, fired: _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool) {
+    @inlinable
+    func changed(generation: UInt64, fired: _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool) {
         let kept = _ObservationTrackingLayer.reportsAfterTheStore ? nil : sentinel
         let action = state.withLock {
             $0.machine.changed(generation: generation, tracking: fired, sentinel: kept, keepsReads: keepsReads)
@@ -232,7 +269,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         }
     }
 
-    private func schedule() {
+    @usableFromInline
+    func schedule() {
         if let mailbox {
             let (_, schedules) = mailbox.state.withLock { $0.post(self) }
             if schedules { mailbox.schedule() }
@@ -242,7 +280,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     }
 
     /// The job, on the tracker's isolation.
-    private func deliver() {
+    @inlinable
+    func deliver() {
         guard let (cancel, generation, verifiesOnly) = state.withLock({ $0.machine.beginDelivery() }) else { return }
         // unsafeDowncast: the model this tracker was made for.
         guard let model = model.load().map({ unsafeDowncast($0, to: Root.self) }) else {
@@ -254,19 +293,14 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // nothing Observation tracks (see the end of the job).
         var heldSentinel = sentinel
         let entries = state.withLock { $0.entries }
-        // Loops, here and below, rather than `contains(where:)` or
-        // `indices`: in this unspecialized code, each generic call looks up
-        // its types' metadata again.
         var anyActive = false
-        for entry in entries where entry.relation.load()?.isActive == true {
+        for entry in entries where _isActive(entry.relation) {
             anyActive = true
             break
         }
         guard anyActive else {
             for tracking in cancel { tracking.cancel() }
-            stop()
-            sentinel?.forget(self, key: key)
-            return
+            return retire()
         }
         if verifiesOnly {
             // Compared unlocked: `==` is the value type's code.
@@ -288,15 +322,14 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // Whether an entry's relation ended: then they are removed after.
         var sawEnded = false
         for entry in entries where !entry.isHeld {
-            guard let relation = entry.relation.load(), relation.isActive else {
+            guard let relation = _load(entry.relation), _isActive(relation) else {
                 sawEnded = true
                 continue
             }
             // The same value is no change (a change stored after the last
             // job read it was read by that job).
             guard entry.initialInJob != nil || !_isSameValue(value, entry.last) else { continue }
-            guard let listener = relation.listener.load() else {
-                relation.endForDeadListener()
+            guard let listener = _listenerOrEnd(relation) else {
                 sawEnded = true
                 continue
             }
@@ -304,7 +337,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 initial(listener, model, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
             } else {
                 withUnsafePointer(to: ObservedChange(newValue: value, oldValue: entry.last)) {
-                    relation.deliver(listener, model, UnsafeRawPointer($0), .change)
+                    _deliverChange(relation, listener, model, UnsafeRawPointer($0))
                 }
             }
             withExtendedLifetime(listener) {}
@@ -348,12 +381,23 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // more. The relations were told this change; they end as the
         // sentinel goes, as a registration's do when it reads nothing
         // tracked.
-        if heldSentinel != nil, isKnownUniquelyReferenced(&heldSentinel!) {
-            _Diagnostics.warn(
-                "SafeObserve: \(keyPath) of the @Observable \(Root.self) read no tracked property after a change "
-                    + "(only `let` or @ObservationIgnored state): nothing can change it any more, so its relations end")
-        }
+        if heldSentinel != nil, isKnownUniquelyReferenced(&heldSentinel!) { warnReadsNothing() }
         heldSentinel = nil
+    }
+
+    /// Stops, and leaves its sentinel: no relation is left.
+    @usableFromInline
+    func retire() {
+        stop()
+        sentinel?.forget(self, key: key)
+    }
+
+    /// Warns that the key path came to read nothing Observation tracks.
+    @usableFromInline
+    func warnReadsNothing() {
+        _Diagnostics.warn(
+            "SafeObserve: \(keyPath) of the @Observable \(Root.self) read no tracked property after a change "
+                + "(only `let` or @ObservationIgnored state): nothing can change it any more, so its relations end")
     }
 
     /// Before-the-store tracking only: a delivery that ran between a
@@ -361,7 +405,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// that store. So the key path is read again on the tracker's isolation
     /// a little after each delivery (see ``_ObservationTrackingLayer/verificationDelays``),
     /// and delivered if it changed.
-    private func scheduleVerifications() {
+    @usableFromInline
+    func scheduleVerifications() {
         Task { [weak self] in
             for delay in _ObservationTrackingLayer.verificationDelays {
                 try? await Task.sleep(for: delay)
@@ -371,8 +416,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         }
     }
 
+    @usableFromInline
     override var isStopped: Bool { state.withLock { $0.machine.phase == .stopped } }
 
+    @usableFromInline
     override func stop() {
         let (cancel, released) = state.withLock { $0.machine.stop() }
         for tracking in cancel { tracking.cancel() }
@@ -389,6 +436,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
 
 /// Whether `a` and `b` are the same value: the same bits (checked first, and
 /// enough for most values), or equal for an `Equatable` type.
+@inlinable
 func _isSameValue<Value>(_ a: Value, _ b: Value) -> Bool {
     let sameBits = withUnsafeBytes(of: a) { a in withUnsafeBytes(of: b) { b in a.elementsEqual(b) } }
     // A trivial value's bits are the value (the dynamic cast below costs
@@ -399,8 +447,37 @@ func _isSameValue<Value>(_ a: Value, _ b: Value) -> Bool {
 }
 
 extension Equatable {
-    fileprivate func _isEqual(to other: Any) -> Bool {
+    @usableFromInline
+    func _isEqual(to other: Any) -> Bool {
         guard let other = other as? Self else { return false }
         return self == other
     }
+}
+
+// Non-generic steps of the tracker's inlinable job, on the relations it tells.
+
+/// Whether the relation `reference` refers to is still there and active.
+@usableFromInline
+func _isActive(_ reference: _RelationReference) -> Bool {
+    reference.load()?.isActive == true
+}
+
+/// Whether `relation` is active.
+@usableFromInline
+func _isActive(_ relation: _Relation) -> Bool { relation.isActive }
+
+/// `relation`'s listener, or `nil` after ending the relation: it died.
+@usableFromInline
+func _listenerOrEnd(_ relation: _Relation) -> AnyObject? {
+    guard let listener = relation.listener.load() else {
+        relation.endForDeadListener()
+        return nil
+    }
+    return listener
+}
+
+/// Tells `relation`'s handler the change at `change` (typed by the relation).
+@usableFromInline
+func _deliverChange(_ relation: _Relation, _ listener: AnyObject, _ object: AnyObject, _ change: UnsafeRawPointer) {
+    relation.deliver(listener, object, change, .change)
 }

@@ -22,7 +22,9 @@
 /// continuous one stays installed, and needs replacing only after a report
 /// of a property other than the key path itself (a chain's link, a computed
 /// property's input). Reports of the key path alone leave it installed.
+@usableFromInline
 struct _ObservableTrackerStateMachine {
+    @usableFromInline
     enum Phase: Equatable {
         case idle
         case scheduled
@@ -30,11 +32,11 @@ struct _ObservableTrackerStateMachine {
         case stopped
     }
 
-    private(set) var phase = Phase.idle
+    @usableFromInline private(set) var phase = Phase.idle
 
     /// The jobs begun so far (a registration compares it before its read
     /// and at its filing).
-    private(set) var deliveriesBegun: UInt64 = 0
+    @usableFromInline private(set) var deliveriesBegun: UInt64 = 0
 
     /// Whether a job runs (between ``beginDelivery()`` and ``endDelivery()``).
     var isDelivering: Bool {
@@ -62,6 +64,7 @@ struct _ObservableTrackerStateMachine {
     /// tracking reported since the last delivery).
     private var verifiesOnly = false
 
+    @usableFromInline
     enum ChangedAction {
         case none
         /// Schedule the delivery job.
@@ -72,6 +75,7 @@ struct _ObservableTrackerStateMachine {
 
     /// The generation of the first tracking, installed by the tracker's
     /// first registration.
+    @usableFromInline
     mutating func firstTracking() -> UInt64 {
         installedGeneration = nextGeneration
         nextGeneration &+= 1
@@ -81,6 +85,7 @@ struct _ObservableTrackerStateMachine {
     /// A tracking of generation `generation` reported a change; `keepsReads`
     /// says whether the job may keep it installed (a continuous tracking
     /// reporting the key path itself).
+    @usableFromInline
     mutating func changed(
         generation: UInt64, tracking: _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool
     ) -> ChangedAction {
@@ -120,6 +125,7 @@ struct _ObservableTrackerStateMachine {
     /// next one (whose generation it takes), or `nil` if the tracker stopped.
     /// A relation held while its `.initial` call ran was released: a job
     /// tells it what it was not told, if one is not already due.
+    @usableFromInline
     mutating func redeliver() -> Bool {
         switch phase {
         case .idle:
@@ -139,6 +145,7 @@ struct _ObservableTrackerStateMachine {
 
     /// The running job skipped a relation released meanwhile: it runs
     /// again.
+    @usableFromInline
     mutating func markDirty() {
         if case .delivering = phase { phase = .delivering(dirty: true) }
     }
@@ -146,6 +153,7 @@ struct _ObservableTrackerStateMachine {
     /// A job that checks whether a change was stored after the last
     /// delivery read the key path, with no report (the before-the-store
     /// tracking's race): scheduled if nothing else is.
+    @usableFromInline
     mutating func verify() -> Bool {
         guard phase == .idle else { return false }
         phase = .scheduled
@@ -157,6 +165,7 @@ struct _ObservableTrackerStateMachine {
     /// path, the generation of the tracking it installs for that read
     /// (`nil`: it reads untracked, the installed tracking stays), and whether
     /// it only verifies; `nil` if the tracker stopped.
+    @usableFromInline
     mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64?, verifiesOnly: Bool)? {
         guard phase == .scheduled else { return nil }
         phase = .delivering(dirty: false)
@@ -180,6 +189,7 @@ struct _ObservableTrackerStateMachine {
 
     /// The job ends: whether to schedule another (a change came while it
     /// ran), and the sentinel it no longer keeps (released unlocked).
+    @usableFromInline
     mutating func endDelivery() -> (reschedule: Bool, released: _ModelSentinel?) {
         switch phase {
         case .delivering(dirty: true):
@@ -196,6 +206,7 @@ struct _ObservableTrackerStateMachine {
 
     /// Stops for good: the trackings to cancel, and the sentinel it no
     /// longer keeps (both handled unlocked).
+    @usableFromInline
     mutating func stop() -> (cancel: [_FiredTracking], released: _ModelSentinel?) {
         phase = .stopped
         defer {

@@ -19,6 +19,7 @@
 
 /// A tracking that fired: cancelling it removes its closure from every
 /// registrar it was installed in.
+@usableFromInline
 struct _FiredTracking: @unchecked Sendable {
     // @unchecked Sendable: an `ObservationTracking` is Sendable where its
     // type is visible; the public path has none (nil).
@@ -30,6 +31,7 @@ struct _FiredTracking: @unchecked Sendable {
 
     /// Removes the tracking's closure from its registrars (a one-shot
     /// tracking that fired is gone already).
+    @usableFromInline
     func cancel() {
         #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
             tracking?.cancel()
@@ -38,6 +40,7 @@ struct _FiredTracking: @unchecked Sendable {
 
     /// Whether the change it reported was of `keyPath` itself (the key path
     /// a model's registrar names; `false` where that is not known).
+    @usableFromInline
     func reports(_ keyPath: AnyKeyPath) -> Bool {
         #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
             guard let changed = tracking?.changed else { return false }
@@ -48,9 +51,11 @@ struct _FiredTracking: @unchecked Sendable {
     }
 }
 
+@usableFromInline
 enum _ObservationTrackingLayer {
     /// Whether a tracking reports a change after its store and stays
     /// installed until cancelled (`false`: before the store, once).
+    @usableFromInline
     static var reportsAfterTheStore: Bool {
         #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
             true
@@ -68,6 +73,7 @@ enum _ObservationTrackingLayer {
     /// Runs `read` with tracking and returns its result; `changed` is called
     /// on the mutating thread for the changes of what `read` read (see the
     /// file's header for when), with the tracking that fired.
+    @usableFromInline
     static func track<T>(_ read: () -> T, changed: @escaping @Sendable (_FiredTracking) -> Void) -> T {
         #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
             withObservationTracking(read, didSet: { changed(_FiredTracking(tracking: $0)) })

@@ -106,6 +106,7 @@ internal import CSafeObserveRuntime
 
         /// A strong reference unless deinitialization began. Call it outside
         /// locks: dropping the result may run the object's deinit.
+        @usableFromInline
         func load() -> AnyObject? { object }
 
         /// Whether deinitialization began. Loads weakly: call it outside locks.
@@ -200,7 +201,7 @@ internal import CSafeObserveRuntime
 
         /// A strong reference unless deinitialization began. Call it outside
         /// locks: dropping the result may run the object's deinit.
-        @inline(__always)
+        @inline(__always) @usableFromInline
         func load() -> AnyObject? { _UnretainedHandle(self).load() }
 
         /// Whether deinitialization began. Never retains: safe under locks.
