@@ -68,7 +68,7 @@ extension Observable where Self: AnyObject {
         _ObservableRegistration.register(
             self, keyPath, by: listener, options: options, isolation: isolation,
             deliver: _makeDeliver(options, unisolated: changeHandler),
-            initial: { changeHandler(listener, self, $0) }, trackerJob: _ObservableTracker<Self, Value>.job())
+            initial: { changeHandler(listener, self, $0) }, trackerCode: _ObservableTracker<Self, Value>.Code())
     }
 
     /// Observes `keyPath` on this `@Observable` model on behalf of the
@@ -113,7 +113,7 @@ extension Observable where Self: AnyObject {
         return _ObservableRegistration.register(
             self, keyPath, by: listener, options: options, isolation: listener,
             deliver: _makeDeliver(options, unisolated: handler),
-            initial: { handler(listener, self, $0) }, trackerJob: _ObservableTracker<Self, Value>.job(),
+            initial: { handler(listener, self, $0) }, trackerCode: _ObservableTracker<Self, Value>.Code(),
             // unsafeBitCast: a class reference is passed as `AnyObject` alike;
             // the tracker calls it with this relation's listener only.
             initialInJob: isOnListener
@@ -194,7 +194,7 @@ extension Observable where Self: AnyObject {
             register: { root, keyPath, relay, options, deliver, initial in
                 _ObservableRegistration.register(
                     root, keyPath, by: relay, options: options, isolation: nil, deliver: deliver, initial: initial,
-                    trackerJob: _ObservableTracker<Self, Value>.job())
+                    trackerCode: _ObservableTracker<Self, Value>.Code())
             })
     }
 
@@ -231,7 +231,7 @@ enum _ObservableRegistration {
     static func register<Root: Observable & AnyObject, Listener: AnyObject, Value>(
         _ model: Root, _ keyPath: KeyPath<Root, Value>, by listener: Listener, options: ObservationOptions,
         isolation: (any Actor)?, deliver: @escaping _Deliver, initial: (ObservedChange<Value>) -> Void,
-        trackerJob: @escaping @Sendable (_AnyHop, UInt64, Int) -> Void,
+        trackerCode: _ObservableTracker<Root, Value>.Code,
         initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)? = nil
     ) -> ObservationToken {
         let inert = ObservationToken(inertWith: options)
@@ -272,7 +272,7 @@ enum _ObservableRegistration {
                 make: {
                     _ObservableTracker(
                         model: model, keyPath: keyPath, isolation: isolation, sentinel: sentinel,
-                        deliverQueued: trackerJob)
+                        code: trackerCode)
                 })
             guard let (anyTracker, isFirst) = found else {
                 relation.end()  // the model died meanwhile

@@ -106,20 +106,31 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// Where its sentinel files it.
     let key: _ModelSentinel.TrackerKey
 
-    /// The job of a tracker of this type, as the code specialized where
-    /// this is called (a registration passes it to the tracker it makes).
-    @inlinable
-    static func job() -> @Sendable (_AnyHop, UInt64, Int) -> Void {
-        { hop, _, _ in
-            // unsafeDowncast: the mailbox files this tracker only.
-            unsafeDowncast(hop, to: _ObservableTracker<Root, Value>.self).deliver()
+    /// What a tracker of this type runs at each change, as the code
+    /// specialized where this is called (a registration passes it to the
+    /// tracker it makes): its job, and the tracked read of its first
+    /// registration (whose tracking may stay installed for good).
+    @usableFromInline
+    struct Code: Sendable {
+        @usableFromInline let job: @Sendable (_AnyHop, UInt64, Int) -> Void
+        @usableFromInline let track: @Sendable (_ObservableTracker, Root, UInt64) -> Value
+
+        @inlinable
+        init() {
+            job = { hop, _, _ in
+                // unsafeDowncast: the mailbox files this tracker only.
+                unsafeDowncast(hop, to: _ObservableTracker<Root, Value>.self).deliver()
+            }
+            track = { tracker, model, generation in tracker.track(model, generation: generation) }
         }
     }
 
+    /// The tracked read of the first registration (see ``Code``).
+    let trackFirst: @Sendable (_ObservableTracker, Root, UInt64) -> Value
+
     @usableFromInline
     init(
-        model: Root, keyPath: KeyPath<Root, Value>, isolation: (any Actor)?, sentinel: _ModelSentinel,
-        deliverQueued: @escaping @Sendable (_AnyHop, UInt64, Int) -> Void
+        model: Root, keyPath: KeyPath<Root, Value>, isolation: (any Actor)?, sentinel: _ModelSentinel, code: Code
     ) {
         key = _ModelSentinel.TrackerKey(
             isolation: isolation.map { ObjectIdentifier($0) }, type: ObjectIdentifier(Self.self))
@@ -128,7 +139,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         self.model = _UnretainedReference(model)
         mailbox = isolation.map { _Mailbox.of($0) }
         self.sentinel = sentinel
-        super.init(deliverQueued: deliverQueued)
+        trackFirst = code.track
+        super.init(deliverQueued: code.job)
     }
 
     // MARK: Registration
@@ -149,7 +161,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             (generation, before) = state.withLock { state -> (UInt64, (begun: UInt64, isDelivering: Bool)) in
                 (state.machine.firstTracking(), (state.machine.deliveriesBegun, state.machine.isDelivering))
             }
-            value = track(model, generation: generation)
+            value = trackFirst(self, model, generation)
         } else {
             before = state.withLock { state -> (begun: UInt64, isDelivering: Bool) in
                 (state.machine.deliveriesBegun, state.machine.isDelivering)
@@ -292,7 +304,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // the last closure that holds it, when the key path now reads
         // nothing Observation tracks (see the end of the job).
         var heldSentinel = sentinel
-        let entries = state.withLock { $0.entries }
+        var entries = state.withLock { $0.entries }
         var anyActive = false
         for entry in entries where _isActive(entry.relation) {
             anyActive = true
@@ -321,6 +333,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         for tracking in cancel { tracking.cancel() }
         // Whether an entry's relation ended: then they are removed after.
         var sawEnded = false
+        // Whether an entry was told its `.initial` (it is cleared after).
+        var toldInitial = false
         for entry in entries where !entry.isHeld {
             guard let relation = _load(entry.relation), _isActive(relation) else {
                 sawEnded = true
@@ -334,6 +348,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 continue
             }
             if let initial = entry.initialInJob {
+                toldInitial = true
                 initial(listener, model, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
             } else {
                 withUnsafePointer(to: ObservedChange(newValue: value, oldValue: entry.last)) {
@@ -343,6 +358,28 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             withExtendedLifetime(listener) {}
         }
         let (reschedule, released) = state.withLock { state in
+            // Nothing to release (trivial values, no `.initial` cleared) and
+            // the entries unchanged since the snapshot (the same buffer):
+            // dropping the snapshot frees nothing, and leaves them unique,
+            // updated in place rather than copied.
+            if _isPOD(Value.self), !toldInitial, !sawEnded, entries.count == state.entries.count,
+                entries.withUnsafeBufferPointer({ $0.baseAddress })
+                    == state.entries.withUnsafeBufferPointer({ $0.baseAddress })
+            {
+                entries = []
+                var index = 0
+                while index < state.entries.count {
+                    defer { index += 1 }
+                    if state.entries[index].isHeld {
+                        state.entries[index].wasSkipped = true
+                    } else {
+                        state.entries[index].last = value
+                    }
+                }
+                let (reschedule, released) = state.machine.endDelivery()
+                if !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
+                return (reschedule, released)
+            }
             // Entries only grow at the end meanwhile (registrations; ended
             // ones are removed only while no job runs, see `removeEnded`).
             // The values replaced stay in `entries` (a copy), released

@@ -171,7 +171,8 @@ struct _ObservableTrackerStateMachine {
         phase = .delivering(dirty: false)
         deliveriesBegun &+= 1
         defer {
-            fired = []
+            // Its buffer is kept: a report files into it without allocating.
+            fired.removeAll(keepingCapacity: true)
             verifiesOnly = false
             needsTracking = false
         }
