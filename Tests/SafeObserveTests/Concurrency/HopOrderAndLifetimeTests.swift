@@ -421,6 +421,7 @@ struct HopOrderAndLifetimeTests {
         let told = await within { log.entries == ["1"] }
         #expect(told, "the new actor's relation was told \(log.entries) (address reused: \(reused != nil))")
         #expect(oldLog.entries.isEmpty, "a relation isolated to a dead actor was told \(oldLog.entries)")
+        #expect(await within { !oldToken.isActive }, "a relation isolated to a dead actor did not end")
         token.invalidate()
         oldToken.invalidate()
         withExtendedLifetime((listener, oldListener, made)) {}
