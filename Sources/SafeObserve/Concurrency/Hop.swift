@@ -126,9 +126,15 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// queued if so: the caller then delivers its change synchronously (the
     /// thunk's own typed call, as for a nonisolated handler); otherwise it
     /// queues it with ``enqueue(_:)``.
+    /// Whether this thread runs on the hop's actor.
+    @inlinable
+    var isOnActor: Bool {
+        _isCurrentExecutor(executor, isMainActor: isMainActor) && (isMainActor || !mailbox.actorIsGone)
+    }
+
     @inlinable
     func isOnActorAfterQueued() -> Bool {
-        guard _isCurrentExecutor(executor, isMainActor: isMainActor) else { return false }
+        guard isOnActor else { return false }
         if hasPending.load(ordering: .acquiring) { deliverQueuedFirst() }
         return true
     }
@@ -147,7 +153,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// never re-entered with a queued post.
     @inlinable
     func isOnActorAfterNotifying(_ deliver: () -> Void) -> Bool {
-        guard _isCurrentExecutor(executor, isMainActor: isMainActor) else { return false }
+        guard isOnActor else { return false }
         mailbox.notifying {
             if $0, hasPending.load(ordering: .acquiring) { deliverQueuedFirst() }
             deliver()
@@ -198,7 +204,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// a key-path relation.
     @inlinable
     func deliver(_ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase) {
-        guard _isCurrentExecutor(executor, isMainActor: isMainActor) else { return enqueue(change, phase) }
+        guard isOnActor else { return enqueue(change, phase) }
         if hasPending.load(ordering: .acquiring) { return deliverBehindQueued(change, phase) }
         let observedChange =
             if receivesNewValueOnly {

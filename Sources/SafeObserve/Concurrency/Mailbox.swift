@@ -104,14 +104,28 @@ final class _Mailbox: @unchecked Sendable {
         }
     }
 
-    /// Whether this is the mailbox of `actor`'s executor, whose identity it
-    /// is filed under: a custom executor's is its proxy's, which keeps the
-    /// executor alive; a default actor's only while that actor is this one.
-    /// A dead default actor's mailbox lives on while relations isolated to
-    /// it do, and with the portable probes a new actor may be made at its
-    /// address.
-    private func serves(_ actor: any Actor) -> Bool {
-        proxy != nil || self.actor.unsafelyUnwrapped.refers(to: actor)
+    /// Whether this is still the mailbox of the executor whose identity it
+    /// is filed under: a custom executor's always (its proxy keeps the
+    /// executor alive); a default actor's while that actor lives (then
+    /// every actor with that executor shares it). A dead default actor's
+    /// mailbox lives on while relations isolated to it do, and with the
+    /// portable probes a new actor may be made at its address. Probes the
+    /// actor (a weak load with the portable probes): call it unlocked.
+    private var isCurrent: Bool {
+        proxy != nil || !actor.unsafelyUnwrapped.isGone
+    }
+
+    /// Whether the default actor that is this executor died. Then the
+    /// executor running, if its identity matches, is another actor's: with
+    /// the portable probes, a new actor may be made at the dead one's
+    /// address (the native probes keep the allocation, so never).
+    @usableFromInline
+    var actorIsGone: Bool {
+        #if SAFEOBSERVE_PORTABLE_PROBES || canImport(ObjectiveC)
+            actor?.isGone ?? false
+        #else
+            false
+        #endif
     }
 
     /// Runs `body` on the executor as a notification handler (see
@@ -149,13 +163,15 @@ final class _Mailbox: @unchecked Sendable {
         let executor = actor.unownedExecutor
         let key = identity(of: executor)
         let found = table.withLock { $0[key]?.mailbox }
-        if let found, found.serves(actor) { return found }
+        if let found, found.isCurrent { return found }
         // Made unlocked (the executor's `asUnownedSerialExecutor` is user
         // code), then filed unless another thread filed one meanwhile; a
         // dead actor's mailbox filed under the same identity is replaced.
         let made = _Mailbox(actor: actor, proxy: _ExecutorProxy.sharing(executor, of: actor))
+        // A mailbox filed meanwhile is a live actor's (the stale one found
+        // above is replaced); checked unlocked, as a weak load must be.
         return table.withLock { table in
-            if let filed = table[key]?.mailbox, filed.serves(actor) { return filed }
+            if let filed = table[key]?.mailbox, filed !== found { return filed }
             table[key] = WeakMailbox(mailbox: made)
             return made
         }

@@ -86,22 +86,28 @@ final class _ModelSentinel: @unchecked Sendable {
         for tracker in trackers { tracker.stop() }
     }
 
-    /// The tracker for `isolation`, made by `make` if there is none (unlocked:
-    /// it may run user code); `nil` once the model died.
+    /// The tracker for `isolation` (filed under `key`), made by `make` if
+    /// there is none (unlocked: it may run user code); `nil` once the model
+    /// died.
     func tracker(
-        for key: TrackerKey, make: () -> _AnyObservableTracker
+        for key: TrackerKey, isolation: (any Actor)?, make: () -> _AnyObservableTracker
     ) -> (tracker: _AnyObservableTracker, isNew: Bool)? {
-        // A stopped tracker (its relations had all ended) is replaced.
-        if let found = state.withLock({ $0.trackers[key] }), !found.isStopped { return (found, false) }
+        // A stopped tracker (its relations had all ended) is replaced, and
+        // so is one whose actor died where `isolation` now lives.
+        if let found = state.withLock({ $0.trackers[key] }), !found.isStopped, found.serves(isolation) {
+            return (found, false)
+        }
         let made = make()
         let outcome = state.withLock { state -> (_AnyObservableTracker, Bool, _AnyObservableTracker?)? in
             guard !state.isDead else { return nil }
-            if let found = state.trackers[key], !found.isStopped { return (found, false, nil) }
+            if let found = state.trackers[key], !found.isStopped, found.serves(isolation) { return (found, false, nil) }
             let replaced = state.trackers.updateValue(made, forKey: key)
             return (made, true, replaced)
         }
         guard let (tracker, isNew, replaced) = outcome else { return nil }
-        _ = replaced  // released unlocked
+        // Unlocked. A replaced tracker that had not stopped delivered on an
+        // actor that died: its relations end, as on a dead actor's job.
+        if let replaced, !replaced.isStopped { replaced.actorDied() }
         return (tracker, isNew)
     }
 

@@ -269,6 +269,7 @@ enum _ObservableRegistration {
                 for: _ModelSentinel.TrackerKey(
                     isolation: isolation.map { ObjectIdentifier($0) },
                     type: ObjectIdentifier(_ObservableTracker<Root, Value>.self)),
+                isolation: isolation,
                 make: {
                     _ObservableTracker(
                         model: model, keyPath: keyPath, isolation: isolation, sentinel: sentinel,

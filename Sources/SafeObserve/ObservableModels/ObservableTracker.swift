@@ -1,7 +1,26 @@
 /// What a ``_ModelSentinel`` keeps of its trackers, whatever their types.
 @usableFromInline
 class _AnyObservableTracker: _AnyHop, @unchecked Sendable {
-    // @unchecked Sendable: adds no stored property to `_AnyHop`.
+    // @unchecked Sendable: adds one immutable stored property to `_AnyHop`.
+
+    /// The actor it delivers on (`nil`: nonisolated), never kept alive. Its
+    /// sentinel files it by that actor's identity, which is unique while
+    /// this lives with the native probes (an unowned reference keeps the
+    /// allocation) but not with the portable ones (see ``serves(_:)``).
+    let isolation: _UnretainedReference?
+
+    init(isolation: (any Actor)?, deliverQueued: @escaping @Sendable (_AnyHop, UInt64, Int) -> Void) {
+        self.isolation = isolation.map { _UnretainedReference($0) }
+        super.init(deliverQueued: deliverQueued)
+    }
+
+    /// Whether it delivers on `isolation`, which the caller holds: not if
+    /// the actor it was made for died and another was made at its address.
+    /// Safe under a lock (see ``_UnretainedReference/refers(to:)``).
+    final func serves(_ isolation: (any Actor)?) -> Bool {
+        guard let isolation else { return self.isolation == nil }
+        return self.isolation?.refers(to: isolation) ?? false
+    }
 
     /// Stops delivering: cancels what it can of its tracking, and lets go of
     /// the sentinel.
@@ -140,7 +159,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         mailbox = isolation.map { _Mailbox.of($0) }
         self.sentinel = sentinel
         trackFirst = code.track
-        super.init(deliverQueued: code.job)
+        super.init(isolation: isolation, deliverQueued: code.job)
     }
 
     // MARK: Registration
