@@ -34,6 +34,10 @@ final class _ModelSentinel: @unchecked Sendable {
     private struct State {
         /// The trackers of the key path, one per isolation and tracker type.
         var trackers: [TrackerKey: _AnyObservableTracker] = [:]
+        /// Trackers whose actor died and whose key a new actor at its
+        /// address took (portable probes only): they go on delivering to
+        /// their relations until those end (see ``tracker(for:isolation:make:)``).
+        var displaced: [_AnyObservableTracker] = []
         /// The model's death watch, once started.
         var watch: Int?
         var isDead = false
@@ -79,8 +83,11 @@ final class _ModelSentinel: @unchecked Sendable {
     func modelDied() {
         let trackers = state.withLock { state -> [_AnyObservableTracker] in
             state.isDead = true
-            defer { state.trackers = [:] }
-            return Array(state.trackers.values)
+            defer {
+                state.trackers = [:]
+                state.displaced = []
+            }
+            return Array(state.trackers.values) + state.displaced
         }
         channel.tearDown()
         for tracker in trackers { tracker.stop() }
@@ -102,26 +109,34 @@ final class _ModelSentinel: @unchecked Sendable {
             guard !state.isDead else { return nil }
             if let found = state.trackers[key], !found.isStopped, found.serves(isolation) { return (found, false, nil) }
             let replaced = state.trackers.updateValue(made, forKey: key)
+            // One that had not stopped serves an actor that died, where
+            // `isolation` now lives: it goes on for its relations (on a
+            // custom executor; a default actor's job ends them).
+            if let replaced, !replaced.isStopped {
+                state.displaced.append(replaced)
+                return (made, true, nil)
+            }
             return (made, true, replaced)
         }
         guard let (tracker, isNew, replaced) = outcome else { return nil }
-        // Unlocked. A replaced tracker that had not stopped delivered on an
-        // actor that died: its relations end, as on a dead actor's job.
-        if let replaced, !replaced.isStopped { replaced.actorDied() }
+        _ = replaced  // released unlocked
         return (tracker, isNew)
     }
 
     /// Forgets `tracker`, which stopped (no relation left on its isolation).
     func forget(_ tracker: _AnyObservableTracker, key: TrackerKey) {
         let removed = state.withLock { state -> _AnyObservableTracker? in
-            guard state.trackers[key] === tracker else { return nil }
+            guard state.trackers[key] === tracker else {
+                guard let index = state.displaced.firstIndex(where: { $0 === tracker }) else { return nil }
+                return state.displaced.remove(at: index)
+            }
             return state.trackers.removeValue(forKey: key)
         }
         _ = removed  // released unlocked
     }
 
     /// The trackers' count (tests).
-    var _trackerCount: Int { state.withLock { $0.trackers.count } }
+    var _trackerCount: Int { state.withLock { $0.trackers.count + $0.displaced.count } }
 }
 
 /// The live ``_ModelSentinel``s, by model: how a registration finds the

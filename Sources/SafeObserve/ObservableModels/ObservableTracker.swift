@@ -485,7 +485,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// The actor died: nothing can run on it; its relations end.
     override func actorDied() {
         let entries = state.withLock { $0.entries }
-        stop()
+        retire()
         for entry in entries { entry.relation.load()?.end() }
     }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Observation
 import Synchronization
 import Testing
 
@@ -172,6 +173,52 @@ private actor IsolatingWorker {
 
     func observe(_ model: HopModel, by listener: Peer, log: EventLog) -> ObservationToken {
         model.safeObserve(\.count, by: listener) { _, _, change in log.record("\(change.newValue!)") }
+    }
+
+    /// Changes `model` on the actor.
+    func set(_ model: HopModel, to value: Int) { model.count = value }
+}
+
+/// An `@Observable` model, changed from one thread at a time.
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
+private final class ObservableCount: @unchecked Sendable {
+    var count = 0
+}
+
+/// A serial executor running its jobs on a dispatch queue of its own.
+private final class QueueSerialExecutor: SerialExecutor {
+    private let queue = DispatchQueue(label: "HopOrderAndLifetimeTests.QueueSerialExecutor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedSerialExecutor()
+        queue.async { job.runSynchronously(on: executor) }
+    }
+}
+
+/// An actor on a ``QueueSerialExecutor`` that registers handlers isolated
+/// to it, each recording whether it ran on that executor.
+private actor QueueActor {
+    let executor: QueueSerialExecutor
+    let lifetime: LifetimeCounter
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    init(executor: QueueSerialExecutor, lifetime: LifetimeCounter) {
+        self.executor = executor
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+
+    deinit { lifetime.didDeinit() }
+
+    func watch(_ model: ObservableCount, by listener: Peer, log: EventLog) -> ObservationToken {
+        let executor = executor
+        return model.safeObserve(\.count, by: listener) { _, _, change in
+            let onIt = _runtimeIsCurrentExecutor(executor.asUnownedSerialExecutor())
+            log.record("\(change.newValue!)\(onIt ? "" : " elsewhere")")
+        }
     }
 }
 
@@ -417,14 +464,53 @@ struct HopOrderAndLifetimeTests {
         let worker = reused ?? made.last!
         let (listener, log) = (Peer(), EventLog())
         let token = await worker.observe(model, by: listener, log: log)
-        onAnotherThread { model.count = 1 }
-        let told = await within { log.entries == ["1"] }
+        // Made on the new actor: the dead actor's handler must not run here.
+        await worker.set(model, to: 1)
+        onAnotherThread { model.count = 2 }
+        let told = await within { log.entries == ["1", "2"] }
         #expect(told, "the new actor's relation was told \(log.entries) (address reused: \(reused != nil))")
         #expect(oldLog.entries.isEmpty, "a relation isolated to a dead actor was told \(oldLog.entries)")
         #expect(await within { !oldToken.isActive }, "a relation isolated to a dead actor did not end")
         token.invalidate()
         oldToken.invalidate()
         withExtendedLifetime((listener, oldListener, made)) {}
+    }
+
+    /// The same for an `@Observable` model's relations, on custom
+    /// executors: the new actor's handler runs on its own executor (it once
+    /// joined the dead actor's tracker, and ran on the dead actor's), and
+    /// the dead actor's relation, whose listener lives, goes on there.
+    @Test func anObservableRelationFromAnActorMadeWhereADeadActorLived_runsOnItsOwnExecutor() async {
+        let model = ObservableCount()
+        let lifetime = LifetimeCounter()
+        let (oldListener, oldLog) = (Peer(), EventLog())
+        var dead: QueueActor? = QueueActor(executor: QueueSerialExecutor(), lifetime: lifetime)
+        let deadAddress = UInt(bitPattern: ObjectIdentifier(dead!))
+        let oldToken = await dead!.watch(model, by: oldListener, log: oldLog)
+        dead = nil
+        #expect(await within { lifetime.liveCount == 0 }, "the actor never died")
+        let executor = QueueSerialExecutor()
+        var made: [QueueActor] = []
+        var reused: QueueActor?
+        for _ in 0..<1_000 where reused == nil {
+            let actor = QueueActor(executor: executor, lifetime: lifetime)
+            if UInt(bitPattern: ObjectIdentifier(actor)) == deadAddress {
+                reused = actor
+            } else {
+                made.append(actor)
+            }
+        }
+        #if SAFEOBSERVE_PORTABLE_PROBES
+            #expect(reused != nil, "no new actor was made at the dead actor's address")
+        #endif
+        let (listener, log) = (Peer(), EventLog())
+        let token = await (reused ?? made.last!).watch(model, by: listener, log: log)
+        onAnotherThread { model.count = 1 }
+        #expect(await within { log.entries == ["1"] }, "the new actor's relation was told \(log.entries)")
+        #expect(await within { oldLog.entries == ["1"] }, "the dead actor's relation was told \(oldLog.entries)")
+        token.invalidate()
+        oldToken.invalidate()
+        withExtendedLifetime((listener, oldListener, made, reused)) {}
     }
 
     /// Two actors on one custom executor: when the first dies, relations
