@@ -126,6 +126,27 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// queued if so: the caller then delivers its change synchronously (the
     /// thunk's own typed call, as for a nonisolated handler); otherwise it
     /// queues it with ``enqueue(_:)``.
+    /// Tells the handler `.initial`, on the actor, during registration: the
+    /// value `read` returns, after dropping the changes it supersedes (see
+    /// ``Queue/dropSuperseded(first:by:hasPending:)``), so that no change
+    /// older than it follows it. Nothing when reading ended the relation.
+    @inlinable
+    func deliverInitial(to listener: Listener, _ root: Root, token: ObservationToken, read: () -> Value) {
+        let queuedBefore = mailboxState.withLock { _ in queue.count }
+        let storedBefore = _changesStored(token)
+        let value = read()
+        // Reading ran user code (a computed property), which may have unobserved.
+        guard token.isActive else { return }
+        // A change numbered before the read, still on its way to this
+        // relation, is skipped where it is made.
+        _skipChanges(through: storedBefore, token)
+        let dropped = mailboxState.withLock { _ in
+            queue.dropSuperseded(first: queuedBefore, by: value, hasPending: hasPending)
+        }
+        withExtendedLifetime(dropped) {}  // released unlocked
+        handler(listener, root, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
+    }
+
     /// Whether this thread runs on the hop's actor.
     @inlinable
     var isOnActor: Bool {
@@ -272,14 +293,16 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
                 // a change made on the actor by one of its handlers must
                 // deliver the rest of it first.
                 // The relation is loaded under the lock, and dropped after it.
+                var skipped = 0
                 let (taken, relation) = mailboxState.withLock { _ in
-                    let taken = queue.take(from: ticket, limit: remaining, into: buffer, hasPending: hasPending)
+                    let taken = queue.take(
+                        from: ticket, limit: remaining, into: buffer, skipped: &skipped, hasPending: hasPending)
                     return (taken, taken > 0 ? queue.loadRelation() : nil)
                 }
                 guard taken > 0 else { return }
                 defer { buffer.baseAddress!.deinitialize(count: taken) }
-                ticket &+= UInt64(taken)
-                remaining -= taken
+                ticket &+= UInt64(skipped + taken)
+                remaining -= skipped + taken
                 mailbox.batch = _Mailbox._Batch(
                     hop: ObjectIdentifier(self), changes: UnsafeMutableRawPointer(buffer.baseAddress!), end: taken)
                 guard deliverBatch(relation: relation) else { return }
@@ -405,4 +428,26 @@ func _droppingIsolation<Listener: Actor, Payload>(
     _ handler: @escaping @Sendable (isolated Listener, PostedNotification<Payload>) -> Void
 ) -> @Sendable (Listener, PostedNotification<Payload>) -> Void {
     unsafeBitCast(handler, to: (@Sendable (Listener, PostedNotification<Payload>) -> Void).self)
+}
+
+/// How many changes the property of `token`'s relation has stored (the
+/// number ``_skipChanges(through:_:)`` takes); 0 without a channel.
+@usableFromInline
+func _changesStored(_ token: ObservationToken) -> UInt64 {
+    _load(token._relation)?.channel?.changeCount.load(ordering: .relaxed) ?? 0
+}
+
+/// Marks `token`'s relation as told the changes numbered up to `count`: a
+/// change stored before an `.initial` read, whose delivery had not reached
+/// the relation yet, is skipped as older than what it was told.
+@usableFromInline
+func _skipChanges(through count: UInt64, _ token: ObservationToken) {
+    guard let relation = _load(token._relation), relation.ordersChanges else { return }
+    var current = relation.lastChange.load(ordering: .relaxed)
+    while current < count {
+        let (exchanged, original) = relation.lastChange.compareExchange(
+            expected: current, desired: count, ordering: .relaxed)
+        if exchanged { return }
+        current = original
+    }
 }

@@ -167,12 +167,23 @@ extension _Hop {
         /// `limit`); returns how many. None when the oldest queued change was
         /// filed otherwise (its ticket was delivered already) or the
         /// relation is not attached yet.
+        /// Changes at the front of the run that are no longer queued (an
+        /// `.initial` told on the actor superseded them, see
+        /// ``dropSuperseded(first:by:hasPending:)``) are skipped: `skipped`
+        /// says how many.
         @inlinable
         mutating func take(
             from ticket: UInt64, limit: Int, into buffer: UnsafeMutableBufferPointer<ObservedChange<Value>>,
-            hasPending: borrowing Atomic<Bool>
+            skipped: inout Int, hasPending: borrowing Atomic<Bool>
         ) -> Int {
             guard relation != nil else { return 0 }
+            var ticket = ticket
+            var limit = limit
+            if head < items.count, let first = items[head]?.ticket, first > ticket, first < ticket &+ UInt64(limit) {
+                skipped = Int(first - ticket)
+                ticket = first
+                limit -= skipped
+            }
             var taken = 0
             while taken < min(limit, buffer.count), head < items.count,
                 items[head]?.ticket == ticket &+ UInt64(taken)
@@ -197,6 +208,37 @@ extension _Hop {
         @inlinable
         mutating func endBatch(hasPending: borrowing Atomic<Bool>) {
             if isEmpty { hasPending.store(false, ordering: .releasing) }
+        }
+
+        /// How many changes are queued.
+        @inlinable
+        var count: Int { items.count - head }
+
+        /// An `.initial` told on the actor during registration supersedes the
+        /// oldest `count` queued changes (queued before it read the value,
+        /// so that value includes them), and then those whose new value is
+        /// `value` (stored before the read, queued after it): they are
+        /// removed, and returned to release unlocked. Their mailbox entries
+        /// are skipped when their turn comes.
+        @inlinable
+        mutating func dropSuperseded(first count: Int, by value: Value, hasPending: borrowing Atomic<Bool>)
+            -> ContiguousArray<Item?>
+        {
+            var dropped: ContiguousArray<Item?> = []
+            while head < items.count, let item = items[head] {
+                let isSuperseded =
+                    dropped.count < count
+                    || (!item.change.isPrior && item.change.newValue.map { _isSameValue($0, value) } == true)
+                guard isSuperseded else { break }
+                dropped.append(items[head].take())
+                head += 1
+            }
+            if isEmpty {
+                items._empty(keepingCapacity: items.capacity <= 16)
+                head = 0
+                hasPending.store(false, ordering: .releasing)
+            }
+            return dropped
         }
 
         /// Empties the queue, returning what it held (to release unlocked).

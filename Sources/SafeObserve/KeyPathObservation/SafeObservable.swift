@@ -155,7 +155,12 @@ extension SafeObservable {
             keyPath, by: listener, listenerType: Listener.self, options: options, deliver: deliver,
             isDistinct: isDistinct)
         hop?.attach(token)
-        if deliversInitial {
+        if deliversInitial, let hop {
+            // On the actor (`isolation` is the caller's): changes made
+            // elsewhere since the relation began are queued; the value read
+            // supersedes them.
+            hop.deliverInitial(to: listener, self, token: token) { self[keyPath: keyPath] }
+        } else if deliversInitial {
             let current = self[keyPath: keyPath]
             // Reading ran user code (a computed property), which may have unobserved.
             if token.isActive {
@@ -216,10 +221,12 @@ extension SafeObservable {
             deliver: _makeDeliver(hopping: hop))
         hop.attach(token)
         if deliversInitial {
-            let initial = ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true)
-            // Reading ran user code (a computed property), which may have unobserved.
-            if token.isActive {
-                if hop.isOnActorAfterQueued() { hop.handler(listener, self, initial) } else { hop.enqueue(initial) }
+            if hop.isOnActor {
+                hop.deliverInitial(to: listener, self, token: token) { self[keyPath: keyPath] }
+            } else {
+                let initial = ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true)
+                // Reading ran user code (a computed property), which may have unobserved.
+                if token.isActive { hop.enqueue(initial) }
             }
         }
         return token

@@ -222,6 +222,39 @@ private actor QueueActor {
     }
 }
 
+/// A model whose count is stored under a lock (changed and read on several
+/// threads at once), told to SafeObserve through its registrar.
+private final class LockedCount: SafeObservable, Sendable {
+    let registrar = SafeObservationRegistrar()
+    private let storage = _Mutex(0)
+
+    var count: Int {
+        get {
+            registrar.access(self, keyPath: \.count)
+            return storage.withLock { $0 }
+        }
+        set { registrar.withMutation(of: self, keyPath: \.count) { storage.withLock { $0 = newValue } } }
+    }
+}
+
+/// A plain (default) actor that registers, with `.initial`, a handler
+/// isolated to it for another listener, or for itself.
+private actor InitialRecorder {
+    let log = _Mutex<[(old: Int?, new: Int)]>([])
+
+    func observe(_ model: LockedCount, by listener: Peer) -> ObservationToken {
+        model.safeObserve(\.count, by: listener, options: [.initial, .old, .new]) { [log] _, _, change in
+            log.withLock { $0.append((change.oldValue, change.newValue!)) }
+        }
+    }
+
+    func observeAsListener(_ model: LockedCount) -> ObservationToken {
+        model.safeObserve(\.count, by: self, options: [.initial, .old, .new]) { recorder, _, change in
+            recorder.log.withLock { $0.append((change.oldValue, change.newValue!)) }
+        }
+    }
+}
+
 /// Spins until `flag` is set, for 10 s at most (never hangs a test).
 private func spin(until flag: Flag) {
     let deadline = ContinuousClock.now + .seconds(10)
@@ -511,6 +544,52 @@ struct HopOrderAndLifetimeTests {
         token.invalidate()
         oldToken.invalidate()
         withExtendedLifetime((listener, oldListener, made, reused)) {}
+    }
+
+    /// `.initial`, told on the handler's actor during registration while
+    /// another thread changes the property: no change older than the value
+    /// it was told follows it. The changes made elsewhere since the relation
+    /// began were queued for the actor, and once followed the `.initial`
+    /// (told 150, then 101, 102, ...; or 401, then 400 → 401, a change
+    /// stored before the read whose delivery reached the relation after it);
+    /// the value read supersedes them.
+    @Test(arguments: [false, true])
+    func initialOnTheActor_whileAnotherThreadWrites_isNeverFollowedByAnOlderChange(actorListener: Bool) async {
+        var older: [String] = []
+        for _ in 0..<40 {
+            let model = LockedCount()
+            // Relations told before it: a change stored before the
+            // `.initial` read may reach it after.
+            let earlier = (0..<4).map { _ in Peer() }
+            for peer in earlier { model.safeObserve(\.count, by: peer) { _, _, _ in } }
+            let stop = Flag()
+            let writing = Flag()
+            let writer = Thread {
+                while !stop.isSet {
+                    model.count += 1
+                    writing.set()
+                }
+            }
+            writer.start()
+            _ = await within { writing.isSet }
+            let recorder = InitialRecorder()
+            let listener = Peer()
+            let token =
+                actorListener ? await recorder.observeAsListener(model) : await recorder.observe(model, by: listener)
+            try? await Task.sleep(for: .milliseconds(2))
+            stop.set()
+            // Quiescent: the last change told (none may be lost either).
+            let settled = await within(10) { recorder.log.withLock { $0.last?.new } == model.count }
+            #expect(settled, "the last change was never told")
+            let log = recorder.log.withLock { $0 }
+            if log.count >= 2, log[1].new <= log[0].new {
+                older.append("\(log.prefix(4).map { "\($0.old.map(String.init) ?? "-")>\($0.new)" })")
+            }
+            token.invalidate()
+            withExtendedLifetime((recorder, listener, earlier)) {}
+        }
+        #expect(
+            older.isEmpty, "\(older.count) of 40 registrations were told an older change after .initial: \(older.prefix(3))")
     }
 
     /// Two actors on one custom executor: when the first dies, relations
