@@ -588,8 +588,7 @@ struct HopOrderAndLifetimeTests {
             token.invalidate()
             withExtendedLifetime((recorder, listener, earlier)) {}
         }
-        #expect(
-            older.isEmpty, "\(older.count) of 40 registrations were told an older change after .initial: \(older.prefix(3))")
+        #expect(older.isEmpty, "\(older.count) of 40 were told an older change after .initial: \(older.prefix(3))")
     }
 
     /// Two actors on one custom executor: when the first dies, relations
