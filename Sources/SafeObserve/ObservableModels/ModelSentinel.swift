@@ -19,10 +19,9 @@
 /// death tears the relations down within the watch's interval whatever
 /// other registrars still hold.
 @usableFromInline
+// @unchecked Sendable: `trackers` and `watch` are reached only under
+// `state`'s lock; everything else is immutable.
 final class _ModelSentinel: @unchecked Sendable {
-    // @unchecked Sendable: `trackers` and `watch` are reached only under
-    // `state`'s lock; everything else is immutable.
-
     /// Tears the relations down in its `deinit` (see ``_Sentinel``).
     let sentinel: _Sentinel
     let keyPath: AnyKeyPath

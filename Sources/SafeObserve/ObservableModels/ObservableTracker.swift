@@ -1,8 +1,7 @@
 /// What a ``_ModelSentinel`` keeps of its trackers, whatever their types.
 @usableFromInline
+// @unchecked Sendable: adds one immutable stored property to `_AnyHop`.
 class _AnyObservableTracker: _AnyHop, @unchecked Sendable {
-    // @unchecked Sendable: adds one immutable stored property to `_AnyHop`.
-
     /// The actor it delivers on (`nil`: nonisolated), never kept alive. Its
     /// sentinel files it by that actor's identity, which is unique while
     /// this lives with the native probes (an unowned reference keeps the
@@ -52,15 +51,14 @@ class _AnyObservableTracker: _AnyHop, @unchecked Sendable {
 /// Held by its model's sentinel, so it lives as long as the relations'
 /// channel; it holds no relation, listener, model or actor alive.
 @usableFromInline
+// @unchecked Sendable: `state` is reached only under its lock; `keyPath`,
+// `model` and `mailbox` are immutable; Values are read and handed to
+// handlers only on the tracker's isolation (the job, or a registration
+// made there).
 final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @unchecked Sendable {
-    // @unchecked Sendable: `state` is reached only under its lock; `keyPath`,
-    // `model` and `mailbox` are immutable; Values are read and handed to
-    // handlers only on the tracker's isolation (the job, or a registration
-    // made there).
-    //
     // The paths run at each change (the report and the job) are inlinable,
     // so that they are specialized where the relation is registered (the
-    // tracker is made there, see ``make(model:keyPath:isolation:sentinel:)``):
+    // tracker is made there, with the closures of ``Code``):
     // unspecialized, each looked up the metadata of its generic types again,
     // about a sixth of a delivery's instructions.
 

@@ -20,9 +20,9 @@
 /// A tracking that fired: cancelling it removes its closure from every
 /// registrar it was installed in.
 @usableFromInline
+// @unchecked Sendable: an `ObservationTracking` is Sendable where its
+// type is visible; the public path has none (nil).
 struct _FiredTracking: @unchecked Sendable {
-    // @unchecked Sendable: an `ObservationTracking` is Sendable where its
-    // type is visible; the public path has none (nil).
     #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
         let tracking: ObservationTracking?
     #else

@@ -186,26 +186,15 @@ private final class ObservableCount: @unchecked Sendable {
     var count = 0
 }
 
-/// A serial executor running its jobs on a dispatch queue of its own.
-private final class QueueSerialExecutor: SerialExecutor {
-    private let queue = DispatchQueue(label: "HopOrderAndLifetimeTests.QueueSerialExecutor")
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        let executor = asUnownedSerialExecutor()
-        queue.async { job.runSynchronously(on: executor) }
-    }
-}
-
-/// An actor on a ``QueueSerialExecutor`` that registers handlers isolated
+/// An actor on a ``QueueExecutor`` that registers handlers isolated
 /// to it, each recording whether it ran on that executor.
 private actor QueueActor {
-    let executor: QueueSerialExecutor
+    let executor: QueueExecutor
     let lifetime: LifetimeCounter
 
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
-    init(executor: QueueSerialExecutor, lifetime: LifetimeCounter) {
+    init(executor: QueueExecutor, lifetime: LifetimeCounter) {
         self.executor = executor
         self.lifetime = lifetime
         lifetime.didInit()
@@ -539,12 +528,12 @@ struct HopOrderAndLifetimeTests {
         let model = ObservableCount()
         let lifetime = LifetimeCounter()
         let (oldListener, oldLog) = (Peer(), EventLog())
-        var dead: QueueActor? = QueueActor(executor: QueueSerialExecutor(), lifetime: lifetime)
+        var dead: QueueActor? = QueueActor(executor: QueueExecutor(), lifetime: lifetime)
         let deadAddress = UInt(bitPattern: ObjectIdentifier(dead!))
         let oldToken = await dead!.watch(model, by: oldListener, log: oldLog)
         dead = nil
         #expect(await within { lifetime.liveCount == 0 }, "the actor never died")
-        let executor = QueueSerialExecutor()
+        let executor = QueueExecutor()
         var made: [QueueActor] = []
         var reused: QueueActor?
         for _ in 0..<1_000 where reused == nil {

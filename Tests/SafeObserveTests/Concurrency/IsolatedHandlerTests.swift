@@ -550,17 +550,6 @@ private actor Accumulator {
     }
 }
 
-/// A serial executor of its own (a dispatch queue), for an actor that uses it.
-private final class QueueExecutor: SerialExecutor {
-    let queue = DispatchQueue(label: "SafeObserveTests.QueueExecutor")
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        let executor = asUnownedSerialExecutor()
-        queue.async { job.runSynchronously(on: executor) }
-    }
-}
-
 /// An actor running on a custom executor, observing from inside itself.
 private actor QueueActor {
     private let executor = QueueExecutor()
