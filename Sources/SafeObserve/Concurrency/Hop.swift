@@ -128,7 +128,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// queues it with ``enqueue(_:)``.
     /// Tells the handler `.initial`, on the actor, during registration: the
     /// value `read` returns, after dropping the changes it supersedes (see
-    /// ``Queue/dropSuperseded(first:by:hasPending:)``), so that no change
+    /// ``Queue/dropSuperseded(first:through:by:hasPending:)``), so that no change
     /// older than it follows it. Nothing when reading ended the relation.
     @inlinable
     func deliverInitial(to listener: Listener, _ root: Root, token: ObservationToken, read: () -> Value) {
@@ -138,10 +138,11 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         // Reading ran user code (a computed property), which may have unobserved.
         guard token.isActive else { return }
         // A change numbered before the read, still on its way to this
-        // relation, is skipped where it is made.
+        // relation, is skipped where it is made, or where it is queued if
+        // it got past that (see ``Queue/dropSuperseded(first:through:by:hasPending:)``).
         _skipChanges(through: storedBefore, token)
         let dropped = mailboxState.withLock { _ in
-            queue.dropSuperseded(first: queuedBefore, by: value, hasPending: hasPending)
+            queue.dropSuperseded(first: queuedBefore, through: storedBefore, by: value, hasPending: hasPending)
         }
         withExtendedLifetime(dropped) {}  // released unlocked
         handler(listener, root, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
@@ -224,9 +225,11 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// to, synchronously on the actor or queued from elsewhere: the thunk of
     /// a key-path relation.
     @inlinable
-    func deliver(_ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase) {
-        guard isOnActor else { return enqueue(change, phase) }
-        if hasPending.load(ordering: .acquiring) { return deliverBehindQueued(change, phase) }
+    func deliver(
+        _ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64
+    ) {
+        guard isOnActor else { return enqueue(change, phase, sequence) }
+        if hasPending.load(ordering: .acquiring) { return deliverBehindQueued(change, phase, sequence) }
         let observedChange =
             if receivesNewValueOnly {
                 // `.prior` is not among the options, so this is a change.
@@ -247,25 +250,28 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// change a handler makes meanwhile, which delivers what is queued
     /// first, delivers this one before its own (out of line, as below).
     @inlinable @inline(never)
-    func deliverBehindQueued(_ change: UnsafeRawPointer, _ phase: _Phase) {
-        enqueue(change, phase)
+    func deliverBehindQueued(_ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64) {
+        enqueue(change, phase, sequence)
         deliverQueuedFirst()
     }
 
-    /// Queues what the relation receives of the change `change` points to
-    /// (out of line, as above).
+    /// Queues what the relation receives of the change `change` points to,
+    /// numbered `sequence` (see ``_Deliver``), during its delivery (out of
+    /// line, as above).
     @inlinable @inline(never)
-    func enqueue(_ change: UnsafeRawPointer, _ phase: _Phase) {
-        enqueue(_observedChange(options, change, phase, Value.self))
+    func enqueue(_ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64) {
+        enqueue(_observedChange(options, change, phase, Value.self), sequence: sequence)
     }
 
     /// Queues `change` and files it in the mailbox, which schedules its job
-    /// if none is coming.
+    /// if none is coming; `sequence` as in ``_Deliver``, given only during a
+    /// delivery of the relation.
     @inlinable
-    func enqueue(_ change: ObservedChange<Value>) {
+    func enqueue(_ change: ObservedChange<Value>, sequence: UInt64 = 0) {
         let coalescing = options.contains(.coalesced)
         let (replaced, schedule) = mailboxState.withLock {
-            queue.enqueue(change, coalescing: coalescing, hop: self, mailbox: &$0, hasPending: hasPending)
+            queue.enqueue(
+                change, sequence: sequence, coalescing: coalescing, hop: self, mailbox: &$0, hasPending: hasPending)
         }
         _ = replaced  // released here, unlocked: a value's deinit may be user code
         if schedule { mailbox.schedule() }
@@ -381,6 +387,18 @@ func _load(_ reference: _RelationReference?) -> _Relation? {
     reference?.load()
 }
 
+/// The number of the newest change the relation `reference` refers to was
+/// told (``_Relation/lastChange``). The caller holds that relation (it runs
+/// inside one of its deliveries), so it is reached through its address
+/// without a retain: safe under a lock.
+@usableFromInline
+func _lastChange(ofRelationAt reference: _RelationReference) -> UInt64 {
+    // Unmanaged, unretained: the caller holds the relation (above).
+    Unmanaged<_Relation>.fromOpaque(reference.reference.address)._withUnsafeGuaranteedRef {
+        $0.lastChange.load(ordering: .relaxed)
+    }
+}
+
 /// Ends the relation `reference` refers to, if it is still there.
 @usableFromInline
 func _endRelation(_ reference: _RelationReference?) {
@@ -443,11 +461,5 @@ func _changesStored(_ token: ObservationToken) -> UInt64 {
 @usableFromInline
 func _skipChanges(through count: UInt64, _ token: ObservationToken) {
     guard let relation = _load(token._relation), relation.ordersChanges else { return }
-    var current = relation.lastChange.load(ordering: .relaxed)
-    while current < count {
-        let (exchanged, original) = relation.lastChange.compareExchange(
-            expected: current, desired: count, ordering: .relaxed)
-        if exchanged { return }
-        current = original
-    }
+    _ = relation.advanceLastChange(to: count)
 }

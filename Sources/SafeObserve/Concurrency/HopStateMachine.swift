@@ -31,6 +31,10 @@ extension _Hop {
         /// change is delivered before this one arrives, the prior is queued
         /// again in front of it (each delivered change keeps its prior).
         @usableFromInline var priorAwaitsItsChange = false
+        /// The changes numbered up to this one (``_Channel/changeCount``)
+        /// are superseded by an `.initial` told on the actor: one of them
+        /// still on its way here is dropped when it comes.
+        @usableFromInline var supersededThrough: UInt64 = 0
 
         @usableFromInline
         init() {}
@@ -61,14 +65,25 @@ extension _Hop {
         /// relation is attached; with `coalescing`, merges it into a waiting
         /// change instead (the first old value and the latest new value), and
         /// drops a prior notification while a change is waiting (its prior
-        /// stands for the merged change). Returns what the merge replaced,
-        /// and whether the mailbox's job must be scheduled.
+        /// stands for the merged change). Returns what the merge replaced
+        /// (or `change`, dropped), and whether the mailbox's job must be
+        /// scheduled.
+        ///
+        /// A change numbered `sequence` (not 0: see ``_Deliver``) is
+        /// dropped if a newer one reached the relation after it was
+        /// numbered (its delivery runs on another thread, or on the actor),
+        /// or an `.initial` superseded it: the check and the queueing are
+        /// one step under the lock, so no older change is queued behind a
+        /// newer one.
         @inlinable
         mutating func enqueue(
-            _ change: ObservedChange<Value>, coalescing: Bool, hop: _AnyHop,
+            _ change: ObservedChange<Value>, sequence: UInt64, coalescing: Bool, hop: _AnyHop,
             mailbox: inout _Mailbox.State, hasPending: borrowing Atomic<Bool>
         ) -> (replaced: ObservedChange<Value>?, schedule: Bool) {
             defer { _checkInvariants(mailbox) }
+            if sequence != 0, sequence <= supersededThrough || relationWasToldAfter(sequence) {
+                return (change, false)
+            }
             var schedule = false
             if coalescing {
                 if !isEmpty {
@@ -169,7 +184,7 @@ extension _Hop {
         /// relation is not attached yet.
         /// Changes at the front of the run that are no longer queued (an
         /// `.initial` told on the actor superseded them, see
-        /// ``dropSuperseded(first:by:hasPending:)``) are skipped: `skipped`
+        /// ``dropSuperseded(first:through:by:hasPending:)``) are skipped: `skipped`
         /// says how many.
         @inlinable
         mutating func take(
@@ -210,6 +225,17 @@ extension _Hop {
             if isEmpty { hasPending.store(false, ordering: .releasing) }
         }
 
+        /// Whether the relation was told a change numbered after `sequence`
+        /// (``_Relation/lastChange``). Called only during a delivery of the
+        /// relation (see ``_Deliver``), which holds it: so it is read
+        /// through its address, without a retain (a release here, under
+        /// the lock, could run its deinit).
+        @inlinable
+        func relationWasToldAfter(_ sequence: UInt64) -> Bool {
+            guard let relation else { return false }
+            return _lastChange(ofRelationAt: relation) > sequence
+        }
+
         /// How many changes are queued.
         @inlinable
         var count: Int { items.count - head }
@@ -219,11 +245,13 @@ extension _Hop {
         /// so that value includes them), and then those whose new value is
         /// `value` (stored before the read, queued after it): they are
         /// removed, and returned to release unlocked. Their mailbox entries
-        /// are skipped when their turn comes.
+        /// are skipped when their turn comes. So does every change numbered
+        /// up to `stored` (stored before the read) still on its way here.
         @inlinable
-        mutating func dropSuperseded(first count: Int, by value: Value, hasPending: borrowing Atomic<Bool>)
-            -> ContiguousArray<Item?>
-        {
+        mutating func dropSuperseded(
+            first count: Int, through stored: UInt64, by value: Value, hasPending: borrowing Atomic<Bool>
+        ) -> ContiguousArray<Item?> {
+            supersededThrough = Swift.max(supersededThrough, stored)
             var dropped: ContiguousArray<Item?> = []
             while head < items.count, let item = items[head] {
                 let isSuperseded =

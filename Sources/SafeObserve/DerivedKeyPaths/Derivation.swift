@@ -173,11 +173,11 @@ class _Derivation: @unchecked Sendable {
         let channel = access.channel
         let deliver: _Deliver
         if isLeaf {
-            deliver = { derivation, _, change, phase in
+            deliver = { derivation, _, change, phase, _ in
                 _Derivation.dependencyDelivers(derivation, ObjectIdentifier(channel), change, phase, isLeaf: true)
             }
         } else {
-            deliver = { derivation, _, change, phase in
+            deliver = { derivation, _, change, phase, _ in
                 _Derivation.dependencyDelivers(derivation, ObjectIdentifier(channel), change, phase, isLeaf: false)
             }
         }
@@ -256,7 +256,7 @@ class _Derivation: @unchecked Sendable {
             relation.end()
             return
         }
-        relation.deliver(listener, root, change, phase)
+        relation.deliver(listener, root, change, phase, 0)
     }
 
     /// The dependency on `channel` is about to change (its prior phase).
@@ -426,12 +426,12 @@ final class _TypedDerivation<Root: AnyObject, Value>: _Derivation, @unchecked Se
     override func deliver(
         _ relation: _Relation, to listener: AnyObject, root: AnyObject, new: Any?, old: Any?, isPrior: Bool
     ) {
-        makeChange(nil, new, old) { relation.deliver(listener, root, $0, isPrior ? .prior : .change) }
+        makeChange(nil, new, old) { relation.deliver(listener, root, $0, isPrior ? .prior : .change, 0) }
     }
 
     override func deliver(
         _ relation: _Relation, to listener: AnyObject, root: AnyObject, newAt newAddress: UnsafeRawPointer, old: Any?
     ) {
-        makeChange(newAddress, nil, old) { relation.deliver(listener, root, $0, .change) }
+        makeChange(newAddress, nil, old) { relation.deliver(listener, root, $0, .change, 0) }
     }
 }

@@ -8,7 +8,7 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
     _ options: ObservationOptions,
     _ handler: @escaping @Sendable (Listener, Root, ObservedChange<Value>) -> Void
 ) -> _Deliver {
-    { listener, root, change, phase in
+    { listener, root, change, phase, _ in
         handler(
             unsafeDowncast(listener, to: Listener.self),
             unsafeDowncast(root, to: Root.self),
@@ -27,7 +27,7 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(
     // nonisolated(unsafe): a handler registered from nonisolated code runs
     // where its object is changed, as it would inline; see "Threading".
     nonisolated(unsafe) let handler = handler
-    return { listener, root, change, phase in
+    return { listener, root, change, phase, _ in
         handler(
             unsafeDowncast(listener, to: Listener.self),
             unsafeDowncast(root, to: Root.self),
@@ -46,7 +46,7 @@ func _makeDeliver<Root: AnyObject, Value>(
     // nonisolated(unsafe): a handler registered from nonisolated code runs
     // where its object is changed, as it would inline; see "Threading".
     nonisolated(unsafe) let handler = handler
-    return { _, root, change, phase in
+    return { _, root, change, phase, _ in
         handler(unsafeDowncast(root, to: Root.self), _observedChange(options, change, phase, Value.self))
     }
 }
@@ -56,7 +56,7 @@ func _makeDeliver<Root: AnyObject, Value>(
 /// captures the hop alone, which is then its context, with no forwarder.
 @inlinable
 func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(hopping hop: _Hop<Listener, Root, Value>) -> _Deliver {
-    { listener, root, change, phase in hop.deliver(listener, root, change, phase) }
+    { listener, root, change, phase, sequence in hop.deliver(listener, root, change, phase, sequence) }
 }
 
 /// A delivery thunk for a handler that needs neither the listener nor the
@@ -65,7 +65,7 @@ func _makeDeliver<Listener: AnyObject, Root: AnyObject, Value>(hopping hop: _Hop
 func _makeDeliver<Value>(
     _ options: ObservationOptions, _ handler: @escaping @Sendable (ObservedChange<Value>) -> Void
 ) -> _Deliver {
-    { _, _, change, phase in handler(_observedChange(options, change, phase, Value.self)) }
+    { _, _, change, phase, _ in handler(_observedChange(options, change, phase, Value.self)) }
 }
 
 /// What a relation with `options` receives of the full change `change`

@@ -82,10 +82,10 @@ final class _Channel: Sendable {
             forEachLiveRelation(phase: phase) { relation, listener in
                 if phase == .change, relation.ordersChanges {
                     // Told about a newer change already: skip this one.
-                    guard relation.lastChange.load(ordering: .relaxed) < sequence else { return }
-                    relation.lastChange.store(sequence, ordering: .relaxed)
+                    guard relation.advanceLastChange(to: sequence) else { return }
+                    return relation.deliver(listener, root, change, .change, sequence)
                 }
-                relation.deliver(listener, root, change, phase)
+                relation.deliver(listener, root, change, phase, 0)
             }
         }
 
@@ -95,7 +95,7 @@ final class _Channel: Sendable {
         @usableFromInline
         func deliverEvent(root: AnyObject, change: UnsafeRawPointer) {
             forEachLiveRelation(phase: .change) { relation, listener in
-                relation.deliver(listener, root, change, .change)
+                relation.deliver(listener, root, change, .change, 0)
             }
         }
 
@@ -287,9 +287,10 @@ final class _Channel: Sendable {
                     // (A dependency's prior phase is the first alone.)
                     if renewing { return }
                     if phase == .change, relation.ordersChanges {
-                        relation.lastChange.store(sequence, ordering: .relaxed)
+                        guard relation.advanceLastChange(to: sequence) else { return }
+                        return relation.deliver(listener, root, change, .change, sequence)
                     }
-                    relation.deliver(listener, root, change, phase)
+                    relation.deliver(listener, root, change, phase, 0)
                     return
                 }
                 if let enclosing { catchUp(relation, listener, root: root, from: enclosing, channel: channel) }
@@ -301,7 +302,7 @@ final class _Channel: Sendable {
                         (relation.lastChange.load(ordering: .relaxed) > sequence) == renewing
                     else { return }
                     relation.awaitsChangeOfPrior.store(true, ordering: .relaxed)
-                    relation.deliver(listener, root, change, .prior)
+                    relation.deliver(listener, root, change, .prior, 0)
                 } else {
                     tellChange(relation, listener, root: root, change: change, sequence: sequence)
                 }
@@ -339,15 +340,15 @@ final class _Channel: Sendable {
                 // prior just before it, as a hop's. The change's own old
                 // value is its prior's.
                 relation.awaitsChangeOfPrior.store(true, ordering: .relaxed)
-                relation.deliver(listener, root, change, .prior)
+                relation.deliver(listener, root, change, .prior, 0)
                 // The prior's handler may have ended the relation, or nested
                 // a change that was told to it meanwhile (then this one is
                 // stale).
                 guard relation.isActive, relation.lastChange.load(ordering: .relaxed) < sequence else { return }
             }
-            relation.lastChange.store(sequence, ordering: .relaxed)
+            guard relation.advanceLastChange(to: sequence) else { return }
             relation.awaitsChangeOfPrior.store(false, ordering: .relaxed)
-            relation.deliver(listener, root, change, .change)
+            relation.deliver(listener, root, change, .change, sequence)
         }
 
         /// The mutation threw after the prior phase: no change follows it.
@@ -362,7 +363,7 @@ final class _Channel: Sendable {
                 relation.awaitsChangeOfPrior.store(false, ordering: .relaxed)
                 guard relation.isDependency, let derivation = probe.load(relation.listener) else { continue }
                 // No change: the phase says so, and `change` is never read.
-                withUnsafePointer(to: ()) { relation.deliver(derivation, root, $0, .priorAbandoned) }
+                withUnsafePointer(to: ()) { relation.deliver(derivation, root, $0, .priorAbandoned, 0) }
             }
         }
 

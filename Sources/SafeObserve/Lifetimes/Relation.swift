@@ -7,10 +7,17 @@ import Synchronization
 /// specialized for the concrete types — casts it back and keeps only what the
 /// relation's options ask for. Keeping `Value` out of the channel keeps the
 /// delivery loop free of generic metadata lookups.
+///
+/// `sequence` is the change's number (``_Channel/changeCount``) for the
+/// change phase of a relation that orders its changes
+/// (``_Relation/ordersChanges``), 0 otherwise: a hop queues such a change
+/// only if nothing newer reached the relation first (see
+/// ``_Hop/Queue/enqueue(_:sequence:coalescing:hop:mailbox:hasPending:)``).
 @usableFromInline
 typealias _Deliver =
-    @Sendable (_ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase) ->
-    Void
+    @Sendable (
+        _ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64
+    ) -> Void
 
 /// Which phase of a change a delivery is.
 @usableFromInline
@@ -114,6 +121,22 @@ class _Relation: @unchecked Sendable {
     /// to the handler, or of the last change stored before the relation was
     /// added; an older one reaching it later is skipped.
     final let lastChange = Atomic<UInt64>(0)
+
+    /// Records that the handler is told the change numbered `sequence`;
+    /// `false` (nothing recorded) if it was told a change as new already.
+    /// Atomic, so that `lastChange` only grows when changes are delivered
+    /// from several threads at once, or an `.initial` raises it meanwhile.
+    @inline(__always)
+    final func advanceLastChange(to sequence: UInt64) -> Bool {
+        var current = lastChange.load(ordering: .relaxed)
+        while current < sequence {
+            let (exchanged, original) = lastChange.compareExchange(
+                expected: current, desired: sequence, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
 
     /// Index in the channel's relation list, or -1.
     // nonisolated(unsafe): read and written only inside `_Channel.state.withLock`.

@@ -265,7 +265,7 @@ public final class NotificationHub: Sendable {
                 actor: isolation, root: sender ?? self, options: .new, deliversNotifications: true
             ) { listener, _, change in handler(listener, change.newValue.unsafelyUnwrapped) }
             hop = actorHop
-            deliver = { listener, root, notification, _ in
+            deliver = { listener, root, notification, _, _ in
                 let notification = notification.assumingMemoryBound(to: Value.self).pointee
                 let onActor = actorHop.isOnActorAfterNotifying {
                     // unsafeDowncast: the relation's listener is `listener`.
@@ -275,7 +275,7 @@ public final class NotificationHub: Sendable {
             }
         } else {
             hop = nil
-            deliver = { listener, _, notification, _ in
+            deliver = { listener, _, notification, _, _ in
                 // unsafeDowncast: the relation's listener is `listener`.
                 handler(
                     unsafeDowncast(listener, to: Listener.self),

@@ -533,5 +533,5 @@ func _listenerOrEnd(_ relation: _Relation) -> AnyObject? {
 /// Tells `relation`'s handler the change at `change` (typed by the relation).
 @usableFromInline
 func _deliverChange(_ relation: _Relation, _ listener: AnyObject, _ object: AnyObject, _ change: UnsafeRawPointer) {
-    relation.deliver(listener, object, change, .change)
+    relation.deliver(listener, object, change, .change, 0)
 }

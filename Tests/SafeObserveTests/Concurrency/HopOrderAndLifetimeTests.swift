@@ -596,15 +596,10 @@ struct HopOrderAndLifetimeTests {
             token.invalidate()
             withExtendedLifetime((recorder, listener, earlier)) {}
         }
-        // An open defect, not a promise dropped: a change whose delivery is
-        // on its way while `.initial` reads (its emission passed the
-        // relation's order check before the read) can still follow it, and
-        // under a loaded machine (TSan) older ones did ("25", then 15 > 16).
-        // Far rarer than before the fix; recorded as a known issue until
-        // the emission's order check and `.initial` are made atomic.
-        withKnownIssue("open: an older change in flight during .initial may follow it", isIntermittent: true) {
-            #expect(older.isEmpty, "\(older.count) of 40 were told an older change after .initial: \(older.prefix(3))")
-        }
+        // A change whose delivery was on its way while `.initial` read (its
+        // emission passed the relation's order check before the read) once
+        // followed it, under TSan an older one ("25", then 15 > 16).
+        #expect(older.isEmpty, "\(older.count) of 40 were told an older change after .initial: \(older.prefix(3))")
     }
 
     /// An actor whose executor is a live default actor's shares that

@@ -363,7 +363,7 @@ struct DerivedKeyPathTests {
         let channel = try #require(SafeObservation._channels(of: newcomer).first)
         let dependency = _Relation(
             keyPath: \Account.balance, objectID: ObjectIdentifier(newcomer), options: [], proxy: derivation.proxy,
-            channel: channel, isDependency: true, deliver: { _, _, _, _ in })
+            channel: channel, isDependency: true, deliver: { _, _, _, _, _ in })
         let bound = derivation.state.withLock { $0.dependencies.map { $0.channelID! } }
         let action = derivation.state.withLock { state in
             state.rebind(to: bound + [ObjectIdentifier(channel)], isChain: false) { _ in dependency }
