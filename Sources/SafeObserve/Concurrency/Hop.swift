@@ -387,14 +387,14 @@ func _load(_ reference: _RelationReference?) -> _Relation? {
     reference?.load()
 }
 
-/// The number of the newest change the relation `reference` refers to was
-/// told (``_Relation/lastChange``). The caller holds that relation (it runs
+/// The number of the newest change the relation at `address` was told
+/// (``_Relation/lastChange``). The caller holds that relation (it runs
 /// inside one of its deliveries), so it is reached through its address
 /// without a retain: safe under a lock.
 @usableFromInline
-func _lastChange(ofRelationAt reference: _RelationReference) -> UInt64 {
+func _lastChange(ofRelationAt address: UnsafeMutableRawPointer) -> UInt64 {
     // Unmanaged, unretained: the caller holds the relation (above).
-    Unmanaged<_Relation>.fromOpaque(reference.reference.address)._withUnsafeGuaranteedRef {
+    Unmanaged<_Relation>.fromOpaque(address)._withUnsafeGuaranteedRef {
         $0.lastChange.load(ordering: .relaxed)
     }
 }

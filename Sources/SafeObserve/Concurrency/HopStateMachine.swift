@@ -229,11 +229,12 @@ extension _Hop {
         /// (``_Relation/lastChange``). Called only during a delivery of the
         /// relation (see ``_Deliver``), which holds it: so it is read
         /// through its address, without a retain (a release here, under
-        /// the lock, could run its deinit).
+        /// the lock, could run its deinit). Mutating only so that the
+        /// reference is borrowed where it is stored (see ``loadRelation()``).
         @inlinable
-        func relationWasToldAfter(_ sequence: UInt64) -> Bool {
-            guard let relation else { return false }
-            return _lastChange(ofRelationAt: relation) > sequence
+        mutating func relationWasToldAfter(_ sequence: UInt64) -> Bool {
+            guard let address = relation?.reference.address else { return false }
+            return _lastChange(ofRelationAt: address) > sequence
         }
 
         /// How many changes are queued.

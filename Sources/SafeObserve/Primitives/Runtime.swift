@@ -94,7 +94,7 @@ internal import CSafeObserveRuntime
         private weak var object: AnyObject?
         /// The object's address, for identity only: unique only while the
         /// object is alive (a weak reference does not keep the allocation).
-        let address: UnsafeMutableRawPointer
+        @usableFromInline let address: UnsafeMutableRawPointer
 
         /// Formed while the caller holds `object`, which is not deallocating
         /// (registration refuses objects in their deinit before this point).
@@ -157,7 +157,7 @@ internal import CSafeObserveRuntime
     /// the observation's own.
     struct _UnretainedHandle: @unchecked Sendable {
         // @unchecked Sendable: an immutable address, only passed to the runtime's atomic probes.
-        let address: UnsafeMutableRawPointer
+        @usableFromInline let address: UnsafeMutableRawPointer
 
         init(_ reference: borrowing _UnretainedReference) {
             address = reference.address
@@ -190,7 +190,7 @@ internal import CSafeObserveRuntime
         /// dead object traps). Also: no new object can take this address.
         private unowned let memory: AnyObject
         /// The object's address: its identity, unique while this reference exists.
-        let address: UnsafeMutableRawPointer
+        @usableFromInline let address: UnsafeMutableRawPointer
 
         init(_ object: AnyObject) {
             memory = object
