@@ -206,17 +206,14 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
             mailbox.batch!.next += 1
             // Each change checks both sides anew: a handler may have ended
             // the relation or dropped either side.
-            guard let (listener, root) = _hopRecipients(relation, root: root, checksChannel: deliversNotifications)
+            guard let relation, let recipients = _hopRecipients(relation, root: root, checksChannel: deliversNotifications)
             else {
                 mailbox.batch!.next = batch.end
                 dropQueue()
                 return false
             }
             // assumingMemoryBound: the batch is this hop's, so its changes are `Value`s.
-            let change = batch.changes.assumingMemoryBound(to: ObservedChange<Value>.self)[batch.next]
-            // unsafeDowncast: the relation's listener and object are the ones
-            // this hop was made for.
-            handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), change)
+            call(recipients, batch.changes.assumingMemoryBound(to: ObservedChange<Value>.self)[batch.next])
         }
         return true
     }
@@ -329,14 +326,28 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
             queue.next(ticket: ticket, hasPending: hasPending).map { ($0, queue.loadRelation()) }
         }
         guard let (change, relation) = next else { return false }
-        guard let (listener, root) = _hopRecipients(relation, root: root, checksChannel: deliversNotifications) else {
+        guard let relation, let recipients = _hopRecipients(relation, root: root, checksChannel: deliversNotifications)
+        else {
             dropQueue()
             return false
         }
-        // unsafeDowncast: the relation's listener and object are the ones
-        // this hop was made for.
-        handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), change)
+        call(recipients, change)
         return true
+    }
+
+    /// Calls the handler with `recipients` (see ``_hopRecipients(_:root:checksChannel:)``),
+    /// whose references it then releases: they are passed as they are held,
+    /// with no copy of either (a strong pair was retained again for the call).
+    @inlinable @inline(__always)
+    func call(_ recipients: _HopRecipients, _ change: ObservedChange<Value>) {
+        defer { recipients.release() }
+        recipients.listener._withUnsafeGuaranteedRef { listener in
+            recipients.root._withUnsafeGuaranteedRef { root in
+                // unsafeDowncast: the relation's listener and object are the
+                // ones this hop was made for.
+                handler(unsafeDowncast(listener, to: Listener.self), unsafeDowncast(root, to: Root.self), change)
+            }
+        }
     }
 
     /// The actor died: nothing can run there any more, so the relation ends
@@ -367,9 +378,8 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
 /// reference to it again); a notification observer's `root` is the sender
 /// (or the hub), so `checksChannel` checks the hub as well.
 @usableFromInline
-func _hopRecipients(_ relation: _Relation?, root: _UnretainedReference, checksChannel: Bool) -> (AnyObject, AnyObject)?
-{
-    guard let relation, checksChannel ? relation.isLive : relation.isActive else { return nil }
+func _hopRecipients(_ relation: _Relation, root: _UnretainedReference, checksChannel: Bool) -> _HopRecipients? {
+    guard checksChannel ? relation.isLive : relation.isActive else { return nil }
     guard let listener = relation.listener.load() else {
         relation.end()
         return nil
@@ -378,7 +388,26 @@ func _hopRecipients(_ relation: _Relation?, root: _UnretainedReference, checksCh
         relation.end()
         return nil
     }
-    return (listener, root)
+    return _HopRecipients(listener: .passRetained(listener), root: .passRetained(root))
+}
+
+/// A hop relation's listener and object, each retained once for the
+/// handler's call (``_Hop/call(_:_:)`` releases them).
+@usableFromInline
+struct _HopRecipients {
+    @usableFromInline let listener: Unmanaged<AnyObject>
+    @usableFromInline let root: Unmanaged<AnyObject>
+
+    init(listener: Unmanaged<AnyObject>, root: Unmanaged<AnyObject>) {
+        self.listener = listener
+        self.root = root
+    }
+
+    @inlinable
+    func release() {
+        listener.release()
+        root.release()
+    }
 }
 
 /// The relation `reference` refers to, unless it ended and was released.
