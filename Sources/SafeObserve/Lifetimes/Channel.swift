@@ -598,13 +598,24 @@ final class _Channel: Sendable {
             return state.relations
         }
         var derivations: [(derivation: _Derivation, dependency: _Relation)] = []
-        for case let relation? in relations where relation.markEnded() {
-            // One short critical section per relation: most relations of an
-            // object have distinct listeners, so grouping would not pay.
-            relation.proxy.forget(relation)
-            relation.proxy.retireIfEmpty()
-            if relation.isDependency, let derivation = relation.listener.load() as? _Derivation {
-                derivations.append((derivation, relation))
+        relations.withUnsafeBufferPointer { buffer in
+            for index in buffer.indices {
+                // Unmanaged: `relations` owns each relation for the loop (as
+                // in an emission's snapshot), so none is retained here.
+                let slot = UnsafeRawPointer(buffer.baseAddress! + index)
+                guard let entry = slot.load(as: Unmanaged<_Relation>?.self) else { continue }
+                entry._withUnsafeGuaranteedRef { relation in
+                    guard relation.markEnded() else { return }
+                    // One short critical section per relation: most relations
+                    // of an object have distinct listeners, so grouping would
+                    // not pay.
+                    let proxy = relation.proxy
+                    proxy.forget(relation)
+                    proxy.retireIfEmpty()
+                    if relation.isDependency, let derivation = relation.listener.load() as? _Derivation {
+                        derivations.append((derivation, relation))
+                    }
+                }
             }
         }
         // Derived key paths that read this property learn that its object
