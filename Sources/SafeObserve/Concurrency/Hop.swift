@@ -148,6 +148,29 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         handler(listener, root, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
     }
 
+    /// Queues `.initial`, before the hop is attached (registered off the
+    /// actor): the value `read` returns goes in front of the changes queued
+    /// since the relation was added, and supersedes those queued or stored
+    /// before the read (see ``Queue/dropSuperseded(first:through:by:hasPending:)``),
+    /// so that it is the first delivery on the actor and no older change
+    /// follows it. Nothing when reading ended the relation.
+    @inlinable
+    func queueInitial(token: ObservationToken, read: () -> Value) {
+        let queuedBefore = mailboxState.withLock { _ in queue.count }
+        let storedBefore = _changesStored(token)
+        let value = read()
+        // Reading ran user code (a computed property), which may have unobserved.
+        guard token.isActive else { return }
+        _skipChanges(through: storedBefore, token)
+        let dropped = mailboxState.withLock { _ in
+            let dropped = queue.dropSuperseded(
+                first: queuedBefore, through: storedBefore, by: value, hasPending: hasPending)
+            queue.prependUnfiled(ObservedChange(newValue: value, oldValue: nil, isInitial: true), hasPending: hasPending)
+            return dropped
+        }
+        withExtendedLifetime(dropped) {}  // released unlocked
+    }
+
     /// Whether this thread runs on the hop's actor.
     @inlinable
     var isOnActor: Bool {

@@ -270,6 +270,17 @@ extension _Hop {
             return dropped
         }
 
+        /// Puts `change` in front of the queued changes, before the relation
+        /// is attached (so that none is filed yet).
+        @inlinable
+        mutating func prependUnfiled(_ change: ObservedChange<Value>, hasPending: borrowing Atomic<Bool>) {
+            #if SAFEOBSERVE_INTERNAL_CHECKS
+                precondition(relation == nil, "_Hop: a change put in front of filed ones")
+            #endif
+            items.insert(Item(ticket: 0, change: change), at: head)
+            hasPending.store(true, ordering: .releasing)
+        }
+
         /// Empties the queue, returning what it held (to release unlocked).
         @inlinable
         mutating func removeAll(hasPending: borrowing Atomic<Bool>) -> ContiguousArray<Item?> {

@@ -219,15 +219,15 @@ extension SafeObservable {
         let (token, deliversInitial) = _register(
             keyPath, by: listener, listenerType: Listener.self, options: options,
             deliver: _makeDeliver(hopping: hop))
+        let initialOnActor = deliversInitial && hop.isOnActor
+        if deliversInitial, !initialOnActor {
+            // Queued in front of the changes made since the registration,
+            // which the hop files only once attached.
+            hop.queueInitial(token: token) { self[keyPath: keyPath] }
+        }
         hop.attach(token)
-        if deliversInitial {
-            if hop.isOnActor {
-                hop.deliverInitial(to: listener, self, token: token) { self[keyPath: keyPath] }
-            } else {
-                let initial = ObservedChange(newValue: self[keyPath: keyPath], oldValue: nil, isInitial: true)
-                // Reading ran user code (a computed property), which may have unobserved.
-                if token.isActive { hop.enqueue(initial) }
-            }
+        if initialOnActor {
+            hop.deliverInitial(to: listener, self, token: token) { self[keyPath: keyPath] }
         }
         return token
     }

@@ -99,7 +99,8 @@ public final class SafeObservationRegistrar: Sendable {
             of: object,
             readOld: { object[keyPath: keyPath] },
             mutate: mutation,
-            readNew: { object[keyPath: keyPath] }
+            readNew: { object[keyPath: keyPath] },
+            readsNewInOrder: true
         )
     }
 

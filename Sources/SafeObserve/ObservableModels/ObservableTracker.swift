@@ -205,7 +205,11 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // job runs (again) and tells it. Read unlocked: it may run user
         // code. With no job meanwhile, a change stored since the read
         // reported to the tracking, and the job it scheduled tells it.
-        let redelivers = initialInJob != nil || (metAJob && !_isSameValue(model[keyPath: keyPath], value))
+        // The first relation's read installed the first tracking, after
+        // the read: a change stored in between reported to nothing, so the
+        // key path is read again now that the tracking is installed.
+        let redelivers =
+            initialInJob != nil || ((metAJob || isFirst) && !_isSameValue(model[keyPath: keyPath], value))
         if redelivers, state.withLock({ $0.machine.redeliver() }) { schedule() }
         // Bounded: the ended relations go whenever the entries doubled.
         if removesEnded { removeEnded(from: state.withLock { $0.entries }) }
