@@ -133,8 +133,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     @inlinable
     func deliverInitial(to listener: Listener, _ root: Root, token: ObservationToken, read: () -> Value) {
         let queuedBefore = mailboxState.withLock { _ in queue.count }
-        let storedBefore = _changesStored(token)
-        let value = read()
+        let (value, storedBefore) = _readAndNumber(token, read)
         // Reading ran user code (a computed property), which may have unobserved.
         guard token.isActive else { return }
         // A change numbered before the read, still on its way to this
@@ -157,8 +156,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     @inlinable
     func queueInitial(token: ObservationToken, read: () -> Value) {
         let queuedBefore = mailboxState.withLock { _ in queue.count }
-        let storedBefore = _changesStored(token)
-        let value = read()
+        let (value, storedBefore) = _readAndNumber(token, read)
         // Reading ran user code (a computed property), which may have unobserved.
         guard token.isActive else { return }
         _skipChanges(through: storedBefore, token)
@@ -500,11 +498,22 @@ func _droppingIsolation<Listener: Actor, Payload>(
     unsafeBitCast(handler, to: (@Sendable (Listener, PostedNotification<Payload>) -> Void).self)
 }
 
-/// How many changes the property of `token`'s relation has stored (the
-/// number ``_skipChanges(through:_:)`` takes); 0 without a channel.
+/// The value `read` returns, read for an `.initial` and numbered as a
+/// change of the property of `token`'s relation would be
+/// (``_Channel/readAndNumber(_:)``): every change numbered before it stored
+/// a value it includes, and none numbered after it stored an older one
+/// (the number ``_skipChanges(through:_:)`` takes). Without a channel (a
+/// derived key path), a plain read and 0.
+@inlinable
+func _readAndNumber<Value>(_ token: ObservationToken, _ read: () -> Value) -> (Value, UInt64) {
+    guard let channel = _channel(of: token) else { return (read(), 0) }
+    return channel.readAndNumber(read)
+}
+
+/// The channel of `token`'s relation, if it observes one property.
 @usableFromInline
-func _changesStored(_ token: ObservationToken) -> UInt64 {
-    _load(token._relation)?.channel?.changeCount.load(ordering: .relaxed) ?? 0
+func _channel(of token: ObservationToken) -> _Channel? {
+    _load(token._relation)?.channel
 }
 
 /// Marks `token`'s relation as told the changes numbered up to `count`: a

@@ -476,7 +476,10 @@ final class _Channel: Sendable {
     /// the previous number was taken, and the caller's synchronization makes
     /// it see that change's store or a later one. (Numbering after a plain
     /// read let a thread that stored, then waited, deliver its older value
-    /// as the newest change: 4,785, 4,786, 4,787, then 4,009.)
+    /// as the newest change: 4,785, 4,786, 4,787, then 4,009.) An
+    /// `.initial` told on a hop reads its value this way too, taking a
+    /// number no change has: the changes numbered before it are the ones
+    /// its value includes.
     ///
     /// - Complexity: O(1) when no other thread changes the property at the
     ///   same time; otherwise one more read per change that took a number
