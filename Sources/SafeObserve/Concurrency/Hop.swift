@@ -163,7 +163,8 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         let dropped = mailboxState.withLock { _ in
             let dropped = queue.dropSuperseded(
                 first: queuedBefore, through: storedBefore, by: value, hasPending: hasPending)
-            queue.prependUnfiled(ObservedChange(newValue: value, oldValue: nil, isInitial: true), hasPending: hasPending)
+            queue.prependUnfiled(
+                ObservedChange(newValue: value, oldValue: nil, isInitial: true), hasPending: hasPending)
             return dropped
         }
         withExtendedLifetime(dropped) {}  // released unlocked
@@ -227,7 +228,8 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
             mailbox.batch!.next += 1
             // Each change checks both sides anew: a handler may have ended
             // the relation or dropped either side.
-            guard let relation, let recipients = _hopRecipients(relation, root: root, checksChannel: deliversNotifications)
+            guard let relation,
+                let recipients = _hopRecipients(relation, root: root, checksChannel: deliversNotifications)
             else {
                 mailbox.batch!.next = batch.end
                 dropQueue()
@@ -418,11 +420,6 @@ func _hopRecipients(_ relation: _Relation, root: _UnretainedReference, checksCha
 struct _HopRecipients {
     @usableFromInline let listener: Unmanaged<AnyObject>
     @usableFromInline let root: Unmanaged<AnyObject>
-
-    init(listener: Unmanaged<AnyObject>, root: Unmanaged<AnyObject>) {
-        self.listener = listener
-        self.root = root
-    }
 
     @inlinable
     func release() {

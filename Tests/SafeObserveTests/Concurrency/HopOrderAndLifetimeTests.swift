@@ -685,7 +685,8 @@ struct HopOrderAndLifetimeTests {
             }
             _ = await within { writing.isSet }
             // From this task, which is not on `recorder`.
-            let token = model.safeObserve(\.count, by: recorder, options: [.initial, .old, .new]) { recorder, _, change in
+            let token = model.safeObserve(\.count, by: recorder, options: [.initial, .old, .new]) {
+                recorder, _, change in
                 recorder.log.withLock { $0.append((change.oldValue, change.newValue!)) }
             }
             try? await Task.sleep(for: .milliseconds(1))
