@@ -438,7 +438,7 @@ func _load(_ reference: _RelationReference?) -> _Relation? {
 /// (``_Relation/lastChange``). The caller holds that relation (it runs
 /// inside one of its deliveries), so it is reached through its address
 /// without a retain: safe under a lock.
-@usableFromInline
+@inlinable
 func _lastChange(ofRelationAt address: UnsafeMutableRawPointer) -> UInt64 {
     // Unmanaged, unretained: the caller holds the relation (above).
     Unmanaged<_Relation>.fromOpaque(address)._withUnsafeGuaranteedRef {

@@ -120,7 +120,7 @@ class _Relation: @unchecked Sendable {
     /// The number (``_Channel/changeCount``) of the newest change delivered
     /// to the handler, or of the last change stored before the relation was
     /// added; an older one reaching it later is skipped.
-    final let lastChange = Atomic<UInt64>(0)
+    @usableFromInline final let lastChange = Atomic<UInt64>(0)
 
     /// Records that the handler is told the change numbered `sequence`;
     /// `false` (nothing recorded) if it was told a change as new already.
