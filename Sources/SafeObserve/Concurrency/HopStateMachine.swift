@@ -1,17 +1,20 @@
 import Synchronization
 
 extension _Hop {
-    /// One queued change and its mailbox ticket (0 until filed: changes
-    /// queued before the relation is attached are filed when it is).
+    /// One queued change, its mailbox ticket (0 until filed: changes
+    /// queued before the relation is attached are filed when it is) and its
+    /// number (0 when it has none, see ``_Deliver``).
     @usableFromInline
     struct Item {
         @usableFromInline var ticket: UInt64
         @usableFromInline var change: ObservedChange<Value>
+        @usableFromInline var sequence: UInt64
 
         @usableFromInline
-        init(ticket: UInt64, change: ObservedChange<Value>) {
+        init(ticket: UInt64, change: ObservedChange<Value>, sequence: UInt64 = 0) {
             self.ticket = ticket
             self.change = change
+            self.sequence = sequence
         }
     }
 
@@ -96,6 +99,7 @@ extension _Hop {
                         priorAwaitsItsChange = false
                         items[last]!.change = ObservedChange(
                             newValue: change.newValue, oldValue: queued.change.oldValue)
+                        if sequence != 0 { items[last]!.sequence = sequence }
                         return (queued.change, false)
                     }
                 }
@@ -109,23 +113,24 @@ extension _Hop {
                     }
                 }
             }
-            if append(change, hop: hop, mailbox: &mailbox) { schedule = true }
+            if append(change, sequence: sequence, hop: hop, mailbox: &mailbox) { schedule = true }
             hasPending.store(true, ordering: .releasing)
             return (nil, schedule)
         }
 
-        /// Appends `change`, filed in `mailbox` if the relation is attached;
-        /// whether the mailbox's job must be scheduled.
+        /// Appends `change` (numbered `sequence`, or 0), filed in `mailbox`
+        /// if the relation is attached; whether the mailbox's job must be
+        /// scheduled.
         @inlinable
-        mutating func append(_ change: ObservedChange<Value>, hop: _AnyHop, mailbox: inout _Mailbox.State)
-            -> Bool
-        {
+        mutating func append(
+            _ change: ObservedChange<Value>, sequence: UInt64 = 0, hop: _AnyHop, mailbox: inout _Mailbox.State
+        ) -> Bool {
             guard relation != nil else {
-                items.append(Item(ticket: 0, change: change))
+                items.append(Item(ticket: 0, change: change, sequence: sequence))
                 return false
             }
             let (ticket, schedule) = mailbox.post(hop)
-            items.append(Item(ticket: ticket, change: change))
+            items.append(Item(ticket: ticket, change: change, sequence: sequence))
             return schedule
         }
 
@@ -243,11 +248,13 @@ extension _Hop {
 
         /// An `.initial` told on the actor during registration supersedes the
         /// oldest `count` queued changes (queued before it read the value,
-        /// so that value includes them), and then those whose new value is
-        /// `value` (stored before the read, queued after it): they are
-        /// removed, and returned to release unlocked. Their mailbox entries
-        /// are skipped when their turn comes. So does every change numbered
-        /// up to `stored` (stored before the read) still on its way here.
+        /// so that value includes them), those numbered up to `stored`
+        /// (numbered before the read: queued ones are in number order, see
+        /// ``enqueue(_:sequence:coalescing:hop:mailbox:hasPending:)``), and
+        /// then those whose new value is `value`: they are removed, and
+        /// returned to release unlocked. Their mailbox entries are skipped
+        /// when their turn comes. So is every change numbered up to
+        /// `stored` still on its way here.
         @inlinable
         mutating func dropSuperseded(
             first count: Int, through stored: UInt64, by value: Value, hasPending: borrowing Atomic<Bool>
@@ -256,7 +263,7 @@ extension _Hop {
             var dropped: ContiguousArray<Item?> = []
             while head < items.count, let item = items[head] {
                 let isSuperseded =
-                    dropped.count < count
+                    dropped.count < count || (item.sequence != 0 && item.sequence <= stored)
                     || (!item.change.isPrior && item.change.newValue.map { _isSameValue($0, value) } == true)
                 guard isSuperseded else { break }
                 dropped.append(items[head].take())

@@ -104,12 +104,12 @@ extension SafeObservation {
     extension _ListenerProxy {
         /// Whether `relation` is filed in this proxy.
         func _holds(_ relation: _Relation) -> Bool {
-            state.withLock { state in state.relations.first(under: relation.tableKey) { $0 === relation } } != nil
+            withLock { state in state.relations.first(under: relation.tableKey) { $0 === relation } } != nil
         }
 
         /// The table, and every relation's state and channel membership.
         func _checkInvariants() {
-            let relations = state.withLock { state in
+            let relations = withLock { state in
                 state.relations._checkInvariants()
                 var derived: [ObjectIdentifier: Int] = [:]
                 for relation in state.relations.elements where relation.channel == nil {

@@ -46,6 +46,11 @@ public final class SafeObservationRegistrar: Sendable {
     /// ``_RegistrarTable``.
     private let table = _Mutex(_RegistrarTable())
 
+    /// How many sentinels were made, counted under the table's lock: a
+    /// mutation of an unobserved property compares it before and after (see
+    /// ``withMutation(of:keyPath:_:)``).
+    private let sentinelsMade = Atomic<UInt64>(0)
+
     /// Creates an empty registrar; nothing is allocated per property until
     /// the property is first observed.
     ///
@@ -92,8 +97,19 @@ public final class SafeObservationRegistrar: Sendable {
     public func withMutation<Object: SafeObservable, Value, Result>(
         of object: Object, keyPath: KeyPath<Object, Value>, _ mutation: () throws -> Result
     ) rethrows -> Result {
+        let made = sentinelsMade.load(ordering: .acquiring)
         guard let sentinel = sentinel(for: object, keyPath: keyPath, create: false) else {
-            return try mutation()
+            let result = try mutation()
+            // A registration on another thread that made a sentinel
+            // meanwhile may have read the property before this store: its
+            // relations are told the change (with no old value: it was not
+            // read before the store). Two loads when nothing was made.
+            if _slowPath(sentinelsMade.load(ordering: .acquiring) != made),
+                let sentinel = self.sentinel(for: object, keyPath: keyPath, create: false)
+            {
+                sentinel.channel.emitStoredChange(of: object, readNew: { object[keyPath: keyPath] })
+            }
+            return result
         }
         return try sentinel.channel.emitChange(
             of: object,
@@ -141,6 +157,7 @@ public final class SafeObservationRegistrar: Sendable {
                     if found == nil, matcher.needsComparison { return .needsComparison }
                     if found == nil, let candidate {
                         table.insert(keyPath, hash: hash, sentinel: candidate)
+                        sentinelsMade.wrappingAdd(1, ordering: .releasing)
                         found = candidate
                     }
                 }

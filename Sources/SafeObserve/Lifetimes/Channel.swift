@@ -157,21 +157,57 @@ final class _Channel: Sendable {
         }
 
         /// Delivers the change numbered `sequence` (see
-        /// ``_Channel/readAndNumber(_:)``).
+        /// ``_Channel/readAndNumber(_:)``); then, if relations were added
+        /// since the count `additions` was taken, to them (see
+        /// ``deliverToRelationsAdded(root:change:sequence:channel:)``).
         @inlinable @inline(__always)
-        func deliverChange<Value>(root: AnyObject, new: Value, old: Value?, channel: _Channel, sequence: UInt64) {
+        func deliverChange<Value>(
+            root: AnyObject, new: Value, old: Value?, channel: _Channel, sequence: UInt64, additions: UInt64
+        ) {
             withUnsafePointer(to: ObservedChange(newValue: new, oldValue: old)) {
-                deliverNumberedChange(root: root, change: $0, channel: channel, sequence: sequence)
+                deliverNumberedChange(
+                    root: root, change: $0, channel: channel, sequence: sequence, additions: additions)
             }
         }
 
-        /// ``deliverChange(root:change:channel:)`` for a change numbered already.
+        /// ``deliverChange(root:change:channel:)`` for a change numbered
+        /// already, and told to the relations added since `additions`.
         @usableFromInline
-        func deliverNumberedChange(root: AnyObject, change: UnsafeRawPointer, channel: _Channel, sequence: UInt64) {
+        func deliverNumberedChange(
+            root: AnyObject, change: UnsafeRawPointer, channel: _Channel, sequence: UInt64, additions: UInt64
+        ) {
             if _slowPath(!needs.isEmpty) {
-                return deliverChangeInOrder(root: root, change: change, channel: channel, sequence: sequence)
+                deliverChangeInOrder(root: root, change: change, channel: channel, sequence: sequence)
+            } else {
+                deliver(root: root, change: change, phase: .change, sequence: sequence)
             }
-            deliver(root: root, change: change, phase: .change, sequence: sequence)
+            if channel.additions.load(ordering: .acquiring) != additions {
+                deliverToRelationsAdded(root: root, change: change, sequence: sequence, channel: channel)
+            }
+        }
+
+        /// After the change numbered `sequence` was delivered: the relations
+        /// added to the channel since the snapshot was taken (or its prior
+        /// phase ended: relations added during a delivery see only later
+        /// changes) are told it too, unless told a newer change. Such a
+        /// relation was added on another thread while the change was on its
+        /// way: before its store, it may have read the value before the
+        /// store (then it needs the change, which the snapshot did not hold);
+        /// after its numbering, it was created with this number or a later
+        /// one as told, and is skipped. So a registration that races with a
+        /// registrar's change never misses it. (An `@Observed` property's
+        /// writers and registrations are synchronized by the caller: its
+        /// changes skip this.)
+        ///
+        /// - Complexity: O(*n*) in the relations of the property; only when
+        ///   a relation was added during the change.
+        @inline(never)
+        func deliverToRelationsAdded(root: AnyObject, change: UnsafeRawPointer, sequence: UInt64, channel: _Channel) {
+            guard let current = channel.beginEmission(on: root) else { return }
+            current.forEachLiveRelation(phase: .change) { relation, listener in
+                guard relation.ordersChanges, relation.advanceLastChange(to: sequence) else { return }
+                relation.deliver(listener, root, change, .change, sequence)
+            }
         }
 
         // MARK: Nested changes
@@ -394,6 +430,11 @@ final class _Channel: Sendable {
     /// change from a newer one it was already told about.
     @usableFromInline let changeCount = Atomic<UInt64>(0)
 
+    /// How many relations were added, counted under the lock: a change
+    /// compares it with its snapshot's after its delivery (see
+    /// ``Emission/deliverToRelationsAdded(root:change:sequence:channel:)``).
+    @usableFromInline let additions = Atomic<UInt64>(0)
+
     /// The observed object, never kept alive: identity, and whether it died
     /// (its sentinel may outlive it in a copy of the storage).
     let object: _UnretainedReference
@@ -444,13 +485,17 @@ final class _Channel: Sendable {
         readNew: () -> Value,
         readsNewInOrder: Bool = false
     ) rethrows -> Result {
-        guard let emission = beginEmission(on: root) else { return try mutate() }
+        // The relations added since (see `Emission.deliverToRelationsAdded`).
+        var additionsSeen: UInt64 = 0
+        let emission = readsNewInOrder ? beginEmission(on: root, additions: &additionsSeen) : beginEmission(on: root)
+        guard let emission else { return try mutate() }
         var old: Value? = emission.needsOld ? readOld() : nil
         if _slowPath(emission.hasPrior) {
             emission.deliverPrior(root: root, old: old, channel: self)
             // A prior handler may have changed the property: the change
             // starts from the value stored now.
             if emission.needsOld { old = readOld() }
+            if readsNewInOrder { additionsSeen = additionsSoFar() }
         }
         // Folds away when `mutate` cannot throw (an `@Observed` setter).
         var didMutate = false
@@ -459,7 +504,8 @@ final class _Channel: Sendable {
         didMutate = true
         if readsNewInOrder {
             let (new, sequence) = readAndNumber(readNew)
-            emission.deliverChange(root: root, new: new, old: old, channel: self, sequence: sequence)
+            emission.deliverChange(
+                root: root, new: new, old: old, channel: self, sequence: sequence, additions: additionsSeen)
         } else {
             emission.deliverChange(root: root, new: readNew(), old: old, channel: self)
         }
@@ -467,6 +513,19 @@ final class _Channel: Sendable {
             Emission.renewPrior(record, root: root, old: emission.needsOld ? readOld() : nil, channel: self)
         }
         return result
+    }
+
+    /// Delivers a change already stored (a registrar's property, changed
+    /// while unobserved as a registration made its sentinel): its new value
+    /// read and numbered as one step, no old value. Nothing without
+    /// relations, or inside `root`'s own `deinit`.
+    @inlinable
+    func emitStoredChange<Value>(of root: AnyObject, readNew: () -> Value) {
+        var additionsSeen: UInt64 = 0
+        guard let emission = beginEmission(on: root, additions: &additionsSeen) else { return }
+        let (new, sequence) = readAndNumber(readNew)
+        emission.deliverChange(
+            root: root, new: new, old: nil, channel: self, sequence: sequence, additions: additionsSeen)
     }
 
     /// Reads the property's new value with `readNew` and numbers the change
@@ -517,6 +576,27 @@ final class _Channel: Sendable {
         return emission
     }
 
+    /// How many relations were added so far, read under the lock (so that
+    /// no relation added before is left out of the count).
+    @usableFromInline
+    func additionsSoFar() -> UInt64 {
+        state.withLock { _ in additions.load(ordering: .relaxed) }
+    }
+
+    /// ``beginEmission(on:)``, also setting `additions` to the count of
+    /// relations added so far, taken with the snapshot.
+    @usableFromInline
+    func beginEmission(on root: AnyObject, additions count: inout UInt64) -> Emission? {
+        let probe = _Probe.current
+        let emission = state.withLock { state -> Emission? in
+            guard state.liveCount > 0 else { return nil }
+            count = additions.load(ordering: .relaxed)
+            return Emission(relations: state.relations, needs: state.needs, probe: probe)
+        }
+        guard let emission, !_swift_isDeallocating(root) else { return nil }
+        return emission
+    }
+
     /// Starts delivering an event (a notification) whose root the caller
     /// holds for the whole delivery: a snapshot of the relations, as for a
     /// change, without the root's liveness probe; `nil` when nobody listens.
@@ -555,6 +635,7 @@ final class _Channel: Sendable {
             }
             relation.slot = count
             state.relations.append(relation)
+            additions.wrappingAdd(1, ordering: .releasing)
             state.liveCount += 1
             if relation.options.contains(.old) {
                 state.oldCount += 1

@@ -1,3 +1,91 @@
+/// What a ``_ListenerProxy`` guards with its lock (the proxy is its own
+/// lock storage, see ``_LockedStorage``).
+struct _ListenerProxyState {
+    /// Active relations: a single property's under its observed object, a
+    /// derived key path's under its object and key-path hash (see
+    /// ``_Relation/tableKey``), so that one listener observing many
+    /// derived key paths of one object finds each in O(1).
+    var relations = _AddressTable<_Relation>()
+    /// How many derived relations each object has here (to end them all
+    /// with the object's others).
+    var derivedCounts: [ObjectIdentifier: Int] = [:]
+    var isTornDown = false
+    /// Whether ``_ProxyFinalizers`` holds actions for this proxy (kept
+    /// there, not here, so that proxies without any pay nothing: this
+    /// flag fits in the state's padding).
+    var hasFinalizers = false
+
+    /// Files `relation`.
+    @inline(__always)
+    mutating func file(_ relation: _Relation) {
+        if relation.channel == nil { countDerived(on: relation.objectID) }
+        relations.insert(relation)
+    }
+
+    @inline(never)
+    private mutating func countDerived(on object: ObjectIdentifier) {
+        derivedCounts[object, default: 0] += 1
+    }
+
+    /// Takes `relation` out, if it is filed.
+    @discardableResult @inline(__always)
+    mutating func unfile(_ relation: _Relation) -> _Relation? {
+        guard let removed = relations.remove(under: relation.tableKey, where: { $0 === relation }) else {
+            return nil
+        }
+        if removed.channel == nil { uncount(removed.objectID) }
+        return removed
+    }
+
+    /// Takes out every relation on `object`.
+    mutating func unfileAll(on object: ObjectIdentifier) -> [_Relation] {
+        var removed: [_Relation] = []
+        // A derived key may equal the identity of a statically allocated
+        // object (8-byte aligned): check the object.
+        while let relation = relations.remove(under: object, where: { $0.objectID == object }) {
+            removed.append(relation)
+        }
+        if derivedCounts[object] != nil {
+            // Filed under (object, hash) keys: found by a scan, which only
+            // objects with derived relations here pay.
+            for relation in relations.elements where relation.objectID == object {
+                if let taken = unfile(relation) { removed.append(taken) }
+            }
+        }
+        return removed
+    }
+
+    @inline(never)
+    private mutating func uncount(_ object: ObjectIdentifier) {
+        if let count = derivedCounts[object], count > 1 {
+            derivedCounts[object] = count - 1
+        } else {
+            derivedCounts[object] = nil
+        }
+    }
+
+    /// Files `candidate`, given the relation `found` on the same object
+    /// and key path (if any): dedupes onto an active one on the same
+    /// channel, or replaces an ended or stale one (returned in `stale`,
+    /// for the caller to end unlocked).
+    @inline(__always)
+    mutating func settle(
+        _ candidate: _Relation, found: _Relation?, existing: inout _Relation?, stale: inout _Relation?
+    ) -> Bool {
+        if let found {
+            if found.isActive, found.channel === candidate.channel {
+                existing = found
+                return true
+            }
+            // Ended (its `forget` is on its way) or stale: replace it.
+            unfile(found)
+            stale = found
+        }
+        file(candidate)
+        return true
+    }
+}
+
 /// The listener's side of its relations: which objects it observes, and
 /// which key paths of each.
 ///
@@ -7,94 +95,10 @@
 /// that reaches a dead listener, or by the observed object's death). A
 /// derivation has one too, for its dependencies' listener reference only:
 /// it files none of them (see ``filesRelations``).
-final class _ListenerProxy: Sendable {
-    struct State {
-        /// Active relations: a single property's under its observed object, a
-        /// derived key path's under its object and key-path hash (see
-        /// ``_Relation/tableKey``), so that one listener observing many
-        /// derived key paths of one object finds each in O(1).
-        var relations = _AddressTable<_Relation>()
-        /// How many derived relations each object has here (to end them all
-        /// with the object's others).
-        var derivedCounts: [ObjectIdentifier: Int] = [:]
-        var isTornDown = false
-        /// Whether ``_ProxyFinalizers`` holds actions for this proxy (kept
-        /// there, not here, so that proxies without any pay nothing: this
-        /// flag fits in the state's padding).
-        var hasFinalizers = false
-
-        /// Files `relation`.
-        @inline(__always)
-        mutating func file(_ relation: _Relation) {
-            if relation.channel == nil { countDerived(on: relation.objectID) }
-            relations.insert(relation)
-        }
-
-        @inline(never)
-        private mutating func countDerived(on object: ObjectIdentifier) {
-            derivedCounts[object, default: 0] += 1
-        }
-
-        /// Takes `relation` out, if it is filed.
-        @discardableResult @inline(__always)
-        mutating func unfile(_ relation: _Relation) -> _Relation? {
-            guard let removed = relations.remove(under: relation.tableKey, where: { $0 === relation }) else {
-                return nil
-            }
-            if removed.channel == nil { uncount(removed.objectID) }
-            return removed
-        }
-
-        /// Takes out every relation on `object`.
-        mutating func unfileAll(on object: ObjectIdentifier) -> [_Relation] {
-            var removed: [_Relation] = []
-            // A derived key may equal the identity of a statically allocated
-            // object (8-byte aligned): check the object.
-            while let relation = relations.remove(under: object, where: { $0.objectID == object }) {
-                removed.append(relation)
-            }
-            if derivedCounts[object] != nil {
-                // Filed under (object, hash) keys: found by a scan, which only
-                // objects with derived relations here pay.
-                for relation in relations.elements where relation.objectID == object {
-                    if let taken = unfile(relation) { removed.append(taken) }
-                }
-            }
-            return removed
-        }
-
-        @inline(never)
-        private mutating func uncount(_ object: ObjectIdentifier) {
-            if let count = derivedCounts[object], count > 1 {
-                derivedCounts[object] = count - 1
-            } else {
-                derivedCounts[object] = nil
-            }
-        }
-
-        /// Files `candidate`, given the relation `found` on the same object
-        /// and key path (if any): dedupes onto an active one on the same
-        /// channel, or replaces an ended or stale one (returned in `stale`,
-        /// for the caller to end unlocked).
-        @inline(__always)
-        mutating func settle(
-            _ candidate: _Relation, found: _Relation?, existing: inout _Relation?, stale: inout _Relation?
-        ) -> Bool {
-            if let found {
-                if found.isActive, found.channel === candidate.channel {
-                    existing = found
-                    return true
-                }
-                // Ended (its `forget` is on its way) or stale: replace it.
-                unfile(found)
-                stale = found
-            }
-            file(candidate)
-            return true
-        }
-    }
-
-    let state = _Mutex(State())
+// @unchecked Sendable: the lock (inherited) guards `state`; every other
+// stored property is immutable.
+final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Sendable {
+    typealias State = _ListenerProxyState
 
     /// The listener, never retained (probed with `swift_tryRetain`): one
     /// reference per listener, which all its relations share.
@@ -119,6 +123,7 @@ final class _ListenerProxy: Sendable {
         listenerID = ObjectIdentifier(listener)
         self.isInProxyTable = isInProxyTable
         self.filesRelations = filesRelations
+        super.init(State())
     }
 
     /// Takes a proxy-table proxy left with no relation out of the table, so
@@ -133,7 +138,7 @@ final class _ListenerProxy: Sendable {
     /// - Complexity: O(1) expected.
     func retireIfEmpty() {
         guard isInProxyTable else { return }
-        let retired = state.withLock { state -> Bool in
+        let retired = withLock { state -> Bool in
             guard !state.isTornDown, state.relations.isEmpty, !state.hasFinalizers else { return false }
             state.isTornDown = true
             return true
@@ -167,7 +172,7 @@ final class _ListenerProxy: Sendable {
         // `_KeyPathMatcher`). The common case — no other derived key path on
         // the object, or an identical one — is settled at once.
         var stale: _Relation?
-        let accepted = state.withLock { state -> Bool? in
+        let accepted = withLock { state -> Bool? in
             guard !state.isTornDown else { return false }
             var found: _Relation?
             var isUnsure = false
@@ -211,7 +216,7 @@ final class _ListenerProxy: Sendable {
         let hash = unsafeDowncast(candidate, to: _DerivedRelation.self).keyPathHash
         while true {
             var stale: _Relation?
-            let accepted = state.withLock { state -> Bool? in
+            let accepted = withLock { state -> Bool? in
                 guard !state.isTornDown else { return false }
                 var found: _Relation?
                 state.relations.forEach(under: candidate.tableKey) { relation in
@@ -239,7 +244,7 @@ final class _ListenerProxy: Sendable {
     /// - Complexity: O(1) expected.
     func forget(_ relation: _Relation) {
         guard filesRelations else { return }
-        let released = state.withLock { state in
+        let released = withLock { state in
             state.unfile(relation)
         }
         // The proxy's reference is dropped here, unlocked.
@@ -250,7 +255,7 @@ final class _ListenerProxy: Sendable {
     ///
     /// - Complexity: O(*n*).
     func activeRelations() -> [_Relation] {
-        state.withLock { state in state.relations.elements.filter(\.isActive) }
+        withLock { state in state.relations.elements.filter(\.isActive) }
     }
 
     /// Ends the relations on `object` — only the one on `keyPath` when given.
@@ -267,7 +272,7 @@ final class _ListenerProxy: Sendable {
     /// - Complexity: O(*k*) expected, *k* being the key paths observed on `object`.
     func endRelations(on object: ObjectIdentifier, keyPath: AnyKeyPath?, channel: () -> _Channel? = { nil }) {
         guard let keyPath else {
-            let ended = state.withLock { state -> [_Relation] in
+            let ended = withLock { state -> [_Relation] in
                 state.unfileAll(on: object).filter { $0.markEnded() }
             }
             for relation in ended { relation.detachFromObservedSide() }
@@ -280,7 +285,7 @@ final class _ListenerProxy: Sendable {
         var resolved: _Channel??
         var hash: Int?
         while true {
-            let (ended, retry, needsChannel, needsHash) = state.withLock { state -> (_Relation?, Bool, Bool, Bool) in
+            let (ended, retry, needsChannel, needsHash) = withLock { state -> (_Relation?, Bool, Bool, Bool) in
                 var sawOtherProperty = false
                 // Single properties' relations, under the object.
                 var found = state.relations.remove(under: object) { relation in
@@ -330,7 +335,7 @@ final class _ListenerProxy: Sendable {
         // releases the handlers) happens after unlocking; so does running
         // the finalizers of a final teardown (the listener is gone).
         var hasFinalizers = false
-        let ended = state.withLock { state -> [_Relation] in
+        let ended = withLock { state -> [_Relation] in
             if final {
                 state.isTornDown = true
                 hasFinalizers = state.hasFinalizers
@@ -351,7 +356,7 @@ final class _ListenerProxy: Sendable {
     /// ``removeFinalizer(_:)`` comes first. Returns its identity, or `nil`
     /// if the listener is already gone (the caller then acts at once).
     func addFinalizer(_ action: @escaping @Sendable () -> Void) -> Int? {
-        state.withLock { state -> Int? in
+        withLock { state -> Int? in
             guard !state.isTornDown else { return nil }
             state.hasFinalizers = true
             // Filed under this proxy's lock (the table's is a leaf), so that
@@ -364,7 +369,7 @@ final class _ListenerProxy: Sendable {
     ///
     /// - Complexity: O(1) expected.
     func removeFinalizer(_ id: Int) {
-        let removed = state.withLock { state -> (@Sendable () -> Void)? in
+        let removed = withLock { state -> (@Sendable () -> Void)? in
             let (removed, remaining) = _ProxyFinalizers.remove(id, of: self)
             if remaining == 0 { state.hasFinalizers = false }
             return removed
@@ -378,7 +383,7 @@ final class _ListenerProxy: Sendable {
     /// - Complexity: O(*k*) expected, *k* being the listener's relations on
     ///   `object`.
     func hasRelation(on object: ObjectIdentifier) -> Bool {
-        state.withLock { state in
+        withLock { state in
             state.derivedCounts[object] != nil || state.relations.first(under: object, { _ in true }) != nil
         }
     }

@@ -35,6 +35,19 @@ import Synchronization
     }
 }
 
+extension _LockedStorage {
+    /// Runs `body` with exclusive access to the state: for an object that
+    /// is its own lock storage (a subclass), sparing a second allocation.
+    ///
+    /// - Complexity: O(1) plus `body`.
+    @inlinable
+    final func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        lock()
+        defer { unlock() }
+        return try body(&state)
+    }
+}
+
 // The lock and the state it guards, in one allocation. Every `State` in
 // SafeObserve holds only Sendable values or references used for identity and
 // liveness checks.
@@ -45,15 +58,15 @@ import Synchronization
     /// priority. The word lock below cannot donate priority.
     @usableFromInline
     // @unchecked Sendable: `state` is only touched between `lock()` and `unlock()`.
-    final class _LockedStorage<State>: @unchecked Sendable {
+    class _LockedStorage<State>: @unchecked Sendable {
         /// The lock, at an address that never moves (allocated once).
         @usableFromInline
-        let unfairLock = _PlatformUnfairLock()
+        final let unfairLock = _PlatformUnfairLock()
 
         /// Guarded by `unfairLock`.
         // @exclusivity(unchecked): the lock already makes every access exclusive.
         @exclusivity(unchecked) @usableFromInline
-        var state: State
+        final var state: State
 
         init(_ state: State) {
             self.state = state
@@ -64,43 +77,43 @@ import Synchronization
         }
 
         @inlinable @inline(__always)
-        func lock() { unfairLock.lock() }
+        final func lock() { unfairLock.lock() }
 
         @inlinable @inline(__always)
-        func unlock() { unfairLock.unlock() }
+        final func unlock() { unfairLock.unlock() }
     }
 #else
     /// The lock word and the state it guards.
     @usableFromInline
     // @unchecked Sendable: `state` is only touched between `lock()` and `unlock()`.
-    final class _LockedStorage<State>: @unchecked Sendable {
+    class _LockedStorage<State>: @unchecked Sendable {
         /// 0: unlocked; 1: locked; 2: locked, and a thread may be parked waiting.
         @usableFromInline
-        let word = Atomic<UInt32>(0)
+        final let word = Atomic<UInt32>(0)
 
         /// Guarded by `word`.
         // @exclusivity(unchecked): the lock already makes every access exclusive;
         // the dynamic check would cost more than the lock itself.
         @exclusivity(unchecked) @usableFromInline
-        var state: State
+        final var state: State
 
         init(_ state: State) {
             self.state = state
         }
 
         @inlinable @inline(__always)
-        func lock() {
+        final func lock() {
             if word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { return }
             lockContended()
         }
 
         @inlinable @inline(__always)
-        func unlock() {
+        final func unlock() {
             if word.exchange(0, ordering: .releasing) == 2 { unlockContended() }
         }
 
         @usableFromInline @inline(never)
-        func lockContended() {
+        final func lockContended() {
             // Critical sections are a few dozen instructions: spin a little first.
             for _ in 0..<64 {
                 if word.load(ordering: .relaxed) == 0,
@@ -120,7 +133,7 @@ import Synchronization
         }
 
         @usableFromInline @inline(never)
-        func unlockContended() {
+        final func unlockContended() {
             _ParkingLot.withBucket(for: self) { bucket in bucket.broadcast() }
         }
     }
