@@ -488,7 +488,15 @@ final class _Channel: Sendable {
         // The relations added since (see `Emission.deliverToRelationsAdded`).
         var additionsSeen: UInt64 = 0
         let emission = readsNewInOrder ? beginEmission(on: root, additions: &additionsSeen) : beginEmission(on: root)
-        guard let emission else { return try mutate() }
+        guard let emission else {
+            let result = try mutate()
+            // No relation when the change began: one added meanwhile (on
+            // another thread) may have read the value before the store.
+            if readsNewInOrder, additions.load(ordering: .acquiring) != additionsSeen {
+                emitStoredChange(of: root, readNew: readNew)
+            }
+            return result
+        }
         var old: Value? = emission.needsOld ? readOld() : nil
         if _slowPath(emission.hasPrior) {
             emission.deliverPrior(root: root, old: old, channel: self)
@@ -584,13 +592,13 @@ final class _Channel: Sendable {
     }
 
     /// ``beginEmission(on:)``, also setting `additions` to the count of
-    /// relations added so far, taken with the snapshot.
+    /// relations added so far, taken with the snapshot (or its absence).
     @usableFromInline
     func beginEmission(on root: AnyObject, additions count: inout UInt64) -> Emission? {
         let probe = _Probe.current
         let emission = state.withLock { state -> Emission? in
-            guard state.liveCount > 0 else { return nil }
             count = additions.load(ordering: .relaxed)
+            guard state.liveCount > 0 else { return nil }
             return Emission(relations: state.relations, needs: state.needs, probe: probe)
         }
         guard let emission, !_swift_isDeallocating(root) else { return nil }
