@@ -77,15 +77,39 @@ final class _Channel: Sendable {
         /// itself, so it is ordered like any relation.
         ///
         /// - Complexity: O(*n*) in the relations of this property only.
+        ///
+        /// A relation's ``_Relation/lastChange`` is checked and set with a
+        /// plain load and store: changes of an `@Observed` property are
+        /// made (and so delivered) one at a time by the caller's
+        /// synchronization, and an `.initial` that raises it meanwhile also
+        /// marks its hop's queue (see ``_Hop/Queue``). A registrar's
+        /// changes, which may be delivered from several threads at once,
+        /// use ``deliverConcurrently(root:change:sequence:)``.
         @usableFromInline
         func deliver(root: AnyObject, change: UnsafeRawPointer, phase: _Phase, sequence: UInt64) {
             forEachLiveRelation(phase: phase) { relation, listener in
                 if phase == .change, relation.ordersChanges {
                     // Told about a newer change already: skip this one.
-                    guard relation.advanceLastChange(to: sequence) else { return }
+                    guard relation.lastChange.load(ordering: .relaxed) < sequence else { return }
+                    relation.lastChange.store(sequence, ordering: .relaxed)
                     return relation.deliver(listener, root, change, .change, sequence)
                 }
                 relation.deliver(listener, root, change, phase, 0)
+            }
+        }
+
+        /// ``deliver(root:change:phase:sequence:)`` for a change phase that
+        /// may be delivered while another thread delivers another change of
+        /// the property: each relation's `lastChange` only grows (a
+        /// compare-exchange), so no older change is told after a newer one.
+        @usableFromInline
+        func deliverConcurrently(root: AnyObject, change: UnsafeRawPointer, sequence: UInt64) {
+            forEachLiveRelation(phase: .change) { relation, listener in
+                if relation.ordersChanges {
+                    guard relation.advanceLastChange(to: sequence) else { return }
+                    return relation.deliver(listener, root, change, .change, sequence)
+                }
+                relation.deliver(listener, root, change, .change, 0)
             }
         }
 
@@ -179,7 +203,7 @@ final class _Channel: Sendable {
             if _slowPath(!needs.isEmpty) {
                 deliverChangeInOrder(root: root, change: change, channel: channel, sequence: sequence)
             } else {
-                deliver(root: root, change: change, phase: .change, sequence: sequence)
+                deliverConcurrently(root: root, change: change, sequence: sequence)
             }
             if channel.additions.load(ordering: .acquiring) != additions {
                 deliverToRelationsAdded(root: root, change: change, sequence: sequence, channel: channel)
