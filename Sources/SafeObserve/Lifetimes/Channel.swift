@@ -779,8 +779,7 @@ final class _Channel: Sendable {
                     // of an object have distinct listeners, so grouping would
                     // not pay.
                     let proxy = relation.proxy
-                    proxy.forget(relation)
-                    proxy.retireIfEmpty()
+                    if proxy.forgetRetiringIfEmpty(relation) { _ProxyTable.removeRetired(proxy) }
                     if relation.isDependency, let derivation = relation.listener.load() as? _Derivation {
                         derivations.append((derivation, relation))
                     }

@@ -143,11 +143,7 @@ final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Send
             state.isTornDown = true
             return true
         }
-        guard retired else { return }
-        let removed = _Registry.withLock { state in
-            state.proxies.remove(self)
-        }
-        _ = removed  // released unlocked
+        if retired { _ProxyTable.removeRetired(self) }
     }
 
     /// Records `candidate`, unless the proxy already holds an active relation
@@ -237,6 +233,27 @@ final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Send
             }
             matcher.compareQueued(with: candidate.keyPath)
         }
+    }
+
+    /// ``forget(_:)``, then, if that left a proxy-table proxy with no
+    /// relation, retires it as ``retireIfEmpty()`` does, in the same
+    /// critical section; returns whether it did. The caller then takes it
+    /// out of the table with ``_ProxyTable/removeRetired(_:)``.
+    ///
+    /// - Complexity: O(1) expected.
+    func forgetRetiringIfEmpty(_ relation: _Relation) -> Bool {
+        guard filesRelations else { return false }
+        let (released, retired) = withLock { state -> (_Relation?, Bool) in
+            let released = state.unfile(relation)
+            guard isInProxyTable, !state.isTornDown, state.relations.isEmpty, !state.hasFinalizers else {
+                return (released, false)
+            }
+            state.isTornDown = true
+            return (released, true)
+        }
+        // The proxy's reference is dropped here, unlocked.
+        _ = released
+        return retired
     }
 
     /// Forgets `relation` (already ended by the caller).

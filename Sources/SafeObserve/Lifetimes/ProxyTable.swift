@@ -70,6 +70,15 @@ struct _ProxyTable {
         entries.remove(under: proxy.listenerID) { $0.proxy === proxy }
     }
 
+    /// Removes the entry of `proxy`, retired by
+    /// ``_ListenerProxy/forgetRetiringIfEmpty(_:)``.
+    ///
+    /// - Complexity: O(1) expected.
+    static func removeRetired(_ proxy: _ListenerProxy) {
+        let removed = _Registry.withLock { $0.proxies.remove(proxy) }
+        _ = removed  // released unlocked
+    }
+
     /// The next entry, round-robin, for the sweep; `nil` if 16 slots in a
     /// row are empty (bounded work: the table shrinks below 1/8 load, so an
     /// entry is usually a few slots away).

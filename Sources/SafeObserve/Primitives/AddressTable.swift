@@ -20,6 +20,12 @@ protocol _AddressKeyed {
 ///
 /// Each storage allocation hashes with a salt of its own (see ``salt``).
 ///
+/// A table that never held more than one element at a time keeps it in
+/// ``single``, without storage: most listeners observe one property, and
+/// most objects have one observed property, so their tables cost no
+/// allocation (and no freeing when they die). The second element moves both
+/// into slots, which are then kept as any table's.
+///
 /// Elements filed under one key are visited in the order they were filed:
 /// an insertion takes the first free slot after its key's others, a removal
 /// shifts later elements back without passing one another, and a rehash
@@ -27,6 +33,9 @@ protocol _AddressKeyed {
 /// for the order of an object's observed properties).
 struct _AddressTable<Element: _AddressKeyed> {
     private var slots: ContiguousArray<Element?> = []
+    /// The element of a table without storage (then `count` is 0 or 1);
+    /// always `nil` once the table has slots.
+    private var single: Element?
     /// The elements filed. Stored in 32 bits beside the 32-bit ``salt``,
     /// so that the salt costs no word of its own in every table (a table
     /// of 2^32 elements would need hundreds of gigabytes first).
@@ -71,6 +80,10 @@ struct _AddressTable<Element: _AddressKeyed> {
     /// - Complexity: O(1) expected.
     func forEach(under key: ObjectIdentifier, _ body: (borrowing Element) -> Bool) {
         guard count > 0 else { return }
+        guard !slots.isEmpty else {
+            if single!.tableKey == key { _ = body(single!) }
+            return
+        }
         slots.withUnsafeBufferPointer { slots in
             let mask = slots.count - 1
             var index = home(of: key)
@@ -105,27 +118,40 @@ struct _AddressTable<Element: _AddressKeyed> {
     ///
     /// - Complexity: O(capacity).
     var elements: [Element] {
-        slots.compactMap { $0 }
+        slots.isEmpty ? single.map { [$0] } ?? [] : slots.compactMap { $0 }
     }
 
     /// The element in `slot`, if any (for round-robin sweeps).
     ///
     /// - Complexity: O(1).
     func element(inSlot slot: Int) -> Element? {
-        slot < slots.count ? slots[slot] : nil
+        slots.isEmpty ? (slot == 0 ? single : nil) : slot < slots.count ? slots[slot] : nil
     }
 
-    /// The number of slots (for round-robin sweeps).
-    var capacity: Int { slots.count }
+    /// Whether the table has slots, rather than at most ``single`` (tests).
+    var hasStorage: Bool { !slots.isEmpty }
+
+    /// The number of slots (for round-robin sweeps; ``single`` counts as
+    /// one).
+    var capacity: Int { slots.isEmpty ? count : slots.count }
 
     // MARK: Mutations
 
     /// Files `element` under its key.
     ///
     /// - Complexity: Amortized O(1) expected.
-    mutating func insert(_ element: Element) {
+    mutating func insert(_ element: consuming Element) {
         defer { _checkInvariantsIfSmall() }
-        if (count + 1) * 4 > slots.count * 3 {
+        if slots.isEmpty {
+            guard count > 0 else {
+                single = element
+                count = 1
+                return
+            }
+            // The second element: both go into slots (4, as two elements
+            // need at 3/4 load).
+            rehash(capacity: 4)
+        } else if (count + 1) * 4 > slots.count * 3 {
             grow()
         }
         var index = home(of: element.tableKey)
@@ -143,6 +169,11 @@ struct _AddressTable<Element: _AddressKeyed> {
     @discardableResult
     mutating func remove(under key: ObjectIdentifier, where predicate: (Element) -> Bool) -> Element? {
         guard count > 0 else { return nil }
+        if slots.isEmpty {
+            guard single!.tableKey == key, predicate(single!) else { return nil }
+            count = 0
+            return single.take()
+        }
         var index = home(of: key)
         while let element = slots[index] {
             if element.tableKey == key, predicate(element) {
@@ -166,6 +197,11 @@ struct _AddressTable<Element: _AddressKeyed> {
     /// - Complexity: O(capacity).
     mutating func removeAll(where shouldRemove: (inout Element) -> Bool) -> [Element] {
         guard count > 0 else { return [] }
+        if slots.isEmpty {
+            guard shouldRemove(&single!) else { return [] }
+            count = 0
+            return [single.take()!]
+        }
         // An empty slot before anything is removed: re-filing from right
         // after it keeps the order under each key (see `rehash`).
         let start = slots.firstIndex { $0 == nil }
@@ -187,6 +223,7 @@ struct _AddressTable<Element: _AddressKeyed> {
             slots.count > 16 && remaining * 8 < slots.count
             ? Swift.max(16, (remaining * 2).nextPowerOfTwo) : slots.count
         // The holes broke probe runs: every element is filed again.
+        count = remaining
         refile(capacity: capacity, startingAfter: start)
         return removed
     }
@@ -197,6 +234,7 @@ struct _AddressTable<Element: _AddressKeyed> {
     mutating func removeAll() -> [Element] {
         defer {
             slots = []
+            single = nil
             count = 0
         }
         return elements
@@ -223,7 +261,7 @@ struct _AddressTable<Element: _AddressKeyed> {
     }
 
     private mutating func grow() {
-        rehash(capacity: Swift.max(2, slots.count * 2))
+        rehash(capacity: slots.count * 2)
     }
 
     /// Halves the load to about 1/2: amortized O(1), since 3/4 of the
@@ -248,17 +286,31 @@ struct _AddressTable<Element: _AddressKeyed> {
     /// Files every element again in `capacity` slots, visiting the old
     /// slots from right after `empty` (a slot that was empty before any
     /// element was removed; `nil` for a table without storage), round.
+    /// Elements are moved, not copied (no reference counting), and the
+    /// visit stops at the last one (a table emptied by removals re-files
+    /// nothing): `count` must be the number of elements left.
     private mutating func refile(capacity: Int, startingAfter empty: Int?) {
-        let old = slots
-        slots = ContiguousArray(repeating: nil, count: capacity)
+        var old = ContiguousArray<Element?>(repeating: nil, count: capacity)
+        swap(&old, &slots)
+        var left = count
         count = 0
         salt = _AddressTableSalt.next()
-        guard let empty else {
-            for case let element? in old { insert(element) }
+        if let single = single.take() {
+            insert(single)
             return
         }
-        for case let element? in old[(empty + 1)...] { insert(element) }
-        for case let element? in old[..<empty] { insert(element) }
+        old.withUnsafeMutableBufferPointer { old in
+            var index = empty.map { $0 + 1 } ?? 0
+            for _ in old.indices where left > 0 {
+                if index == old.count { index = 0 }
+                if let element = old[index].take() {
+                    insert(element)
+                    left -= 1
+                }
+                index += 1
+            }
+        }
+        assert(left == 0, "_AddressTable: count exceeded the elements re-filed")
     }
 
     // MARK: Invariants
@@ -277,6 +329,11 @@ struct _AddressTable<Element: _AddressKeyed> {
     /// Checks that every element is reachable from its home slot and that
     /// `count` matches (tests and `_checkInvariants`).
     func _checkInvariants() {
+        guard !slots.isEmpty else {
+            precondition(count == (single == nil ? 0 : 1), "_AddressTable: count \(count) without slots")
+            return
+        }
+        precondition(single == nil, "_AddressTable: an element outside the slots")
         var seen = 0
         for (index, element) in slots.enumerated() {
             guard let element else { continue }

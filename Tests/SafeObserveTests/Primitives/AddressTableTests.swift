@@ -119,10 +119,40 @@ struct AddressTableTests {
         let key = Key()
         var table = _AddressTable<Element>()
         table.insert(Element(tableKey: ObjectIdentifier(key), value: 1))
+        table.insert(Element(tableKey: ObjectIdentifier(key), value: 2))
         let capacity = table.capacity
-        table.remove(under: ObjectIdentifier(key)) { _ in true }
+        for _ in 0..<2 { table.remove(under: ObjectIdentifier(key)) { _ in true } }
         #expect(table.isEmpty)
+        #expect(table.hasStorage)
         #expect(table.capacity == capacity)
         withExtendedLifetime(key) {}
+    }
+
+    @Test func aTableThatNeverHeldTwoElements_hasNoStorage_andFindsItsElement() {
+        let key = Key()
+        let other = Key()
+        var table = _AddressTable<Element>()
+        for round in 0..<3 {
+            table.insert(Element(tableKey: ObjectIdentifier(key), value: round))
+            #expect(!table.hasStorage)
+            #expect(table.count == 1)
+            #expect(table.first(under: ObjectIdentifier(other)) { $0.value } == nil)
+            #expect(table.first(under: ObjectIdentifier(key)) { $0.value } == round)
+            #expect(table.remove(under: ObjectIdentifier(other)) { _ in true } == nil)
+            #expect(table.remove(under: ObjectIdentifier(key)) { _ in true }?.value == round)
+            #expect(table.isEmpty)
+        }
+        // The second element moves both into slots, the first filed first.
+        table.insert(Element(tableKey: ObjectIdentifier(key), value: 1))
+        table.insert(Element(tableKey: ObjectIdentifier(key), value: 2))
+        #expect(table.hasStorage)
+        var order: [Int] = []
+        table.forEach(under: ObjectIdentifier(key)) { element in
+            order.append(element.value)
+            return true
+        }
+        #expect(order == [1, 2])
+        table._checkInvariants()
+        withExtendedLifetime((key, other)) {}
     }
 }
