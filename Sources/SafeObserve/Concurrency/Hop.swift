@@ -252,7 +252,10 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     func deliver(
         _ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64
     ) {
-        guard isOnActor else { return enqueue(change, phase, sequence) }
+        guard isOnActor else {
+            enqueue(change, phase, sequence)
+            return
+        }
         if hasPending.load(ordering: .acquiring) { return deliverBehindQueued(change, phase, sequence) }
         let observedChange =
             if receivesNewValueOnly {
@@ -273,32 +276,43 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// them, in order. Queued rather than held in this frame, so that a
     /// change a handler makes meanwhile, which delivers what is queued
     /// first, delivers this one before its own (out of line, as below).
+    ///
+    /// A prior notification dropped with `.coalesced` (a change is waiting)
+    /// leaves the queue for the change phase: that change merges into the
+    /// waiting one, whose prior stands for both, and then delivers it.
+    /// Delivering the waiting change now would leave this change to be
+    /// delivered on its own, without its prior.
     @inlinable @inline(never)
     func deliverBehindQueued(_ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64) {
-        enqueue(change, phase, sequence)
+        let kept = enqueue(change, phase, sequence)
+        if phase == .prior, !kept { return }
         deliverQueuedFirst()
     }
 
     /// Queues what the relation receives of the change `change` points to,
     /// numbered `sequence` (see ``_Deliver``), during its delivery (out of
-    /// line, as above).
-    @inlinable @inline(never)
-    func enqueue(_ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64) {
+    /// line, as above); whether it was queued on its own (not merged into
+    /// a waiting change, nor dropped).
+    @inlinable @inline(never) @discardableResult
+    func enqueue(_ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64) -> Bool {
         enqueue(_observedChange(options, change, phase, Value.self), sequence: sequence)
     }
 
     /// Queues `change` and files it in the mailbox, which schedules its job
     /// if none is coming; `sequence` as in ``_Deliver``, given only during a
-    /// delivery of the relation.
-    @inlinable
-    func enqueue(_ change: ObservedChange<Value>, sequence: UInt64 = 0) {
+    /// delivery of the relation. Returns whether `change` was queued on its
+    /// own (not merged into a waiting change, nor dropped).
+    @inlinable @discardableResult
+    func enqueue(_ change: ObservedChange<Value>, sequence: UInt64 = 0) -> Bool {
         let coalescing = options.contains(.coalesced)
         let (replaced, schedule) = mailboxState.withLock {
             queue.enqueue(
                 change, sequence: sequence, coalescing: coalescing, hop: self, mailbox: &$0, hasPending: hasPending)
         }
+        let kept = replaced == nil
         _ = replaced  // released here, unlocked: a value's deinit may be user code
         if schedule { mailbox.schedule() }
+        return kept
     }
 
     /// On the executor, as the mailbox's job: delivers the queued changes

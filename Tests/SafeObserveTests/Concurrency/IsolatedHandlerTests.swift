@@ -285,6 +285,32 @@ struct IsolatedHandlerTests {
             ])
     }
 
+    /// A change made on the actor while one made elsewhere waits comes
+    /// after its own prior notification; with `.coalesced` it merges into
+    /// the waiting change, whose prior stands for both (attack round 9, F4:
+    /// the prior was dropped and the change delivered on its own).
+    @Test(arguments: [false, true])
+    func aChangeMadeOnTheActorWhileOneWaits_keepsItsPrior(coalesced: Bool) async {
+        let model = SharedModel()
+        let view = ViewModel()
+        let options: ObservationOptions = coalesced ? [.old, .new, .prior, .coalesced] : [.old, .new, .prior]
+        model.safeObserve(\.count, by: view, options: options) { view, _, change in
+            view.changes.append(change)
+        }
+        changeElsewhere(model) { $0.count = 1 }  // queued: this test holds the main actor
+        model.count = 2  // made on the main actor: delivered now, after the waiting change
+        let expected: [ObservedChange<Int>] =
+            coalesced
+            ? [ObservedChange(newValue: nil, oldValue: 0, isPrior: true), ObservedChange(newValue: 2, oldValue: 0)]
+            : [
+                ObservedChange(newValue: nil, oldValue: 0, isPrior: true), ObservedChange(newValue: 1, oldValue: 0),
+                ObservedChange(newValue: nil, oldValue: 1, isPrior: true), ObservedChange(newValue: 2, oldValue: 1),
+            ]
+        #expect(view.changes == expected)
+        await settleMainActor()
+        #expect(view.changes == expected, "a change was delivered again, or late")
+    }
+
     @Test func derivedKeyPaths_hopToo() async {
         let model = SharedModel()
         let view = ViewModel()
