@@ -115,7 +115,7 @@ public struct ObservedChanges<Root: AnyObject, Value: Sendable>: AsyncSequence {
     @usableFromInline
     typealias _Register = (
         _ root: Root, _ keyPath: KeyPath<Root, Value>, _ relay: _StreamRelay, _ options: ObservationOptions,
-        _ deliver: @escaping _Deliver, _ initial: (ObservedChange<Value>) -> Void
+        _ deliver: @escaping _Deliver, _ initial: @escaping @Sendable (ObservedChange<Value>) -> Void
     ) -> ObservationToken
 
     @usableFromInline

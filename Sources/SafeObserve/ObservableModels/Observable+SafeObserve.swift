@@ -166,12 +166,16 @@ extension Observable where Self: AnyObject {
     /// ```
     ///
     /// Each iterator observes the key path from the moment it is made, as
-    /// ``safeObserve(_:by:options:isolation:changeHandler:)`` does
-    /// from nonisolated code: changes are yielded after the mutating call
-    /// returned, from a global executor, and changes made while one waits
-    /// are one element (each element's `oldValue` is the previous one's
-    /// `newValue`). `.initial` yields the current value first; `.prior` is a
-    /// programmer error, reported, and the sequence is empty.
+    /// ``safeObserve(_:by:options:isolation:changeHandler:)`` does from
+    /// the actor this method is called from (`isolation`): the key path is
+    /// read there (so a `@MainActor` model's is read on the main actor), or
+    /// on a global executor when it is called from nonisolated code.
+    /// Changes are yielded after the mutating call returned, and changes
+    /// made while one waits are one element (each element's `oldValue` is
+    /// the previous one's `newValue`). `.initial` yields the current value
+    /// first (read in a job on that actor when the iterator is made
+    /// elsewhere); `.prior` is a programmer error, reported, and the
+    /// sequence is empty.
     ///
     /// Lifetimes are those of ``SafeObservable/changes(_:options:buffering:)``:
     /// neither the sequence nor its iterator keeps the model alive, the
@@ -182,20 +186,19 @@ extension Observable where Self: AnyObject {
     ///   - keyPath: The key path to observe, as for `safeObserve`.
     ///   - options: What each element carries; `[.new]` by default.
     ///   - buffering: What is kept for a consumer that falls behind.
+    ///   - isolation: The actor the key path is read on, or `nil` for a
+    ///     global executor. Defaults to the caller's.
     /// - Returns: A sequence of ``ObservedChange`` values.
     /// - Complexity: O(1) per delivery, plus what the key path reads.
     @_disfavoredOverload
     public func changes<Value: Sendable>(
         _ keyPath: KeyPath<Self, Value>, options: ObservationOptions = .new,
-        buffering: ObservationBuffering = .unbounded
+        buffering: ObservationBuffering = .unbounded,
+        isolation: isolated (any Actor)? = #isolation
     ) -> ObservedChanges<Self, Value> {
         ObservedChanges(
             root: self, keyPath: keyPath, options: options, buffering: buffering,
-            register: { root, keyPath, relay, options, deliver, initial in
-                _ObservableRegistration.register(
-                    root, keyPath, by: relay, options: options, isolation: nil, deliver: deliver, initial: initial,
-                    trackerCode: _ObservableTracker<Self, Value>.Code())
-            })
+            register: _ObservableRegistration.registeringIterators(on: isolation))
     }
 
     /// The values of a key path of this `@Observable` model, as an
@@ -208,25 +211,65 @@ extension Observable where Self: AnyObject {
     /// ```
     ///
     /// A consumer that falls behind sees the latest value by default; pass
-    /// `.unbounded` to see every value delivered. Timing and lifetimes are
-    /// those of ``changes(_:options:buffering:)``.
+    /// `.unbounded` to see every value delivered. Timing, the actor the key
+    /// path is read on, and lifetimes are those of
+    /// ``changes(_:options:buffering:isolation:)``.
     ///
     /// - Parameters:
     ///   - keyPath: The key path to observe, as for `safeObserve`.
     ///   - buffering: What is kept for a consumer that falls behind.
+    ///   - isolation: The actor the key path is read on, or `nil` for a
+    ///     global executor. Defaults to the caller's.
     /// - Returns: A sequence of the key path's values.
     /// - Complexity: O(1) per delivery, plus what the key path reads.
     @_disfavoredOverload
     public func values<Value: Sendable>(
-        _ keyPath: KeyPath<Self, Value>, buffering: ObservationBuffering = .bufferingNewest(1)
+        _ keyPath: KeyPath<Self, Value>, buffering: ObservationBuffering = .bufferingNewest(1),
+        isolation: isolated (any Actor)? = #isolation
     ) -> ObservedValues<Self, Value> {
-        ObservedValues(changes: changes(keyPath, options: [.initial, .new], buffering: buffering))
+        ObservedValues(
+            changes: changes(keyPath, options: [.initial, .new], buffering: buffering, isolation: isolation))
     }
 }
 
 /// What `safeObserve` does on an `@Observable` model.
 @usableFromInline
 enum _ObservableRegistration {
+    /// How an iterator of `changes` registers: its relation reads the key
+    /// path on `actor` (a global executor for `nil`); made off the actor, it
+    /// reads its `.initial` there, in a job.
+    static func registeringIterators<Root: Observable & AnyObject, Value: Sendable>(
+        on actor: (any Actor)?
+    ) -> ObservedChanges<Root, Value>._Register {
+        func registerIterator(
+            _ root: Root, _ keyPath: KeyPath<Root, Value>, _ relay: _StreamRelay, _ options: ObservationOptions,
+            _ deliver: @escaping _Deliver, _ initial: @escaping @Sendable (ObservedChange<Value>) -> Void
+        ) -> ObservationToken {
+            let isOnActor =
+                actor.map {
+                    _isCurrentExecutor($0.unownedExecutor, isMainActor: ($0 as AnyObject) === MainActor.shared)
+                } ?? true
+            var initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)?
+            if !isOnActor {
+                // unsafeBitCast: a class reference is passed as `AnyObject` alike.
+                initialInJob = unsafeBitCast(
+                    yielding(initial), to: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void).self)
+            }
+            return _ObservableRegistration.register(
+                root, keyPath, by: relay, options: options, isolation: actor, deliver: deliver, initial: initial,
+                trackerCode: _ObservableTracker<Root, Value>.Code(), initialInJob: initialInJob)
+        }
+        return registerIterator
+    }
+
+    /// `initial` as a job's `.initial` handler (generic over the value only,
+    /// so that it captures no model type).
+    private static func yielding<Value: Sendable>(
+        _ initial: @escaping @Sendable (ObservedChange<Value>) -> Void
+    ) -> @Sendable (AnyObject, AnyObject, ObservedChange<Value>) -> Void {
+        { _, _, change in initial(change) }
+    }
+
     @usableFromInline
     static func register<Root: Observable & AnyObject, Listener: AnyObject, Value>(
         _ model: Root, _ keyPath: KeyPath<Root, Value>, by listener: Listener, options: ObservationOptions,
