@@ -35,6 +35,10 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
 
     /// Changes carry the value before the change in ``ObservedChange/oldValue``.
     ///
+    /// One exception: a ``SafeObservationRegistrar``'s property changed on
+    /// another thread while the relation is being registered (see "Ordering"
+    /// in the Threading article) may tell that change with `oldValue` `nil`.
+    ///
     /// ```swift
     /// counter.safeObserve(\.count, by: self, options: [.old, .new]) { _, _, change in
     ///     print(change.oldValue!, "→", change.newValue!)
