@@ -7,21 +7,38 @@
 /// those whose listener died, so dead entries never outnumber live ones by
 /// more than a constant factor, with O(1) work per registration.
 struct _ProxyTable {
-    struct Entry: Sendable, _AddressKeyed {
+    struct Entry: _AddressKeyed {
         /// The listener's identity when it registered.
         let id: ObjectIdentifier
         /// The listener's proxy. Its reference to the listener (never
         /// retained) tells whether the listener is alive; on Linux it also
         /// keeps the listener's allocation, so its address is not reused
         /// meanwhile.
-        let proxy: _ListenerProxy
+        ///
+        /// Unmanaged: the table owns one retain of the proxy per entry,
+        /// taken when the entry is filed and handed over with it when it is
+        /// removed (``take(_:)``), so that the slots are plain bits: a
+        /// rehash or a removal moves them, and a shrink frees the old ones,
+        /// without counting references or running the runtime's generic
+        /// destructor over every slot (a third of an object's teardown).
+        let proxy: Unmanaged<_ListenerProxy>
 
         var tableKey: ObjectIdentifier { id }
+
+        /// Whether this entry is `proxy`'s.
+        func holds(_ proxy: _ListenerProxy) -> Bool {
+            self.proxy.toOpaque() == Unmanaged.passUnretained(proxy).toOpaque()
+        }
     }
 
     private var entries = _AddressTable<Entry>()
     /// Round-robin position of the sweep, a slot of `entries`.
     private var sweepCursor = 0
+
+    /// The proxy of a removed entry, with the retain the table held.
+    private static func take(_ entry: Entry?) -> _ListenerProxy? {
+        entry?.proxy.takeRetainedValue()
+    }
 
     /// The proxy of `listener`, if it has one.
     ///
@@ -34,7 +51,8 @@ struct _ProxyTable {
     /// - Complexity: O(1) expected.
     func existingProxy(of listener: AnyObject) -> _ListenerProxy? {
         entries.first(under: ObjectIdentifier(listener)) { entry in
-            entry.proxy.listener.refers(to: listener) ? entry.proxy : nil
+            let proxy = entry.proxy.takeUnretainedValue()  // the entry keeps it, under the lock
+            return proxy.listener.refers(to: listener) ? proxy : nil
         }
     }
 
@@ -44,30 +62,30 @@ struct _ProxyTable {
     /// - Complexity: Amortized O(1) expected.
     static func insertProxy(for listener: AnyObject) -> _ListenerProxy {
         let id = ObjectIdentifier(listener)
-        let (proxy, candidates, replaced) = _Registry.withLock { state -> (_ListenerProxy, [Entry], Entry?) in
-            if let entry = state.proxies.entries.first(under: id, where: { _ in true }),
-                entry.proxy.listener.refers(to: listener)
-            {
-                return (entry.proxy, [], nil)  // another thread inserted it meanwhile
+        let (proxy, candidates, replaced) = _Registry.withLock {
+            state -> (_ListenerProxy, [_ListenerProxy], _ListenerProxy?) in
+            if let existing = state.proxies.existingProxy(of: listener) {
+                return (existing, [], nil)  // another thread inserted it meanwhile
             }
-            let replaced = state.proxies.entries.remove(under: id) { _ in true }
+            let replaced = take(state.proxies.entries.remove(under: id) { _ in true })
             // Amortized sweep: two old entries per new one, probed after
             // unlocking (a liveness check must not run under the lock).
             let candidates = [state.proxies.nextSweepCandidate(), state.proxies.nextSweepCandidate()].compactMap { $0 }
             let proxy = _ListenerProxy(listener: listener, isInProxyTable: true)
-            state.proxies.entries.insert(Entry(id: id, proxy: proxy))
+            state.proxies.entries.insert(Entry(id: id, proxy: .passRetained(proxy)))
             return (proxy, candidates, replaced)
         }
-        replaced?.proxy.removeAll(final: true)
-        for (index, candidate) in candidates.enumerated() where index == 0 || candidate.proxy !== candidates[0].proxy {
+        replaced?.removeAll(final: true)
+        for (index, candidate) in candidates.enumerated() where index == 0 || candidate !== candidates[0] {
             removeIfDead(candidate)
         }
         return proxy
     }
 
-    /// Removes `proxy`'s entry (its listener's relations all ended).
-    mutating func remove(_ proxy: _ListenerProxy) -> Entry? {
-        entries.remove(under: proxy.listenerID) { $0.proxy === proxy }
+    /// Removes `proxy`'s entry (its listener's relations all ended),
+    /// returning the table's reference to it.
+    mutating func remove(_ proxy: _ListenerProxy) -> _ListenerProxy? {
+        Self.take(entries.remove(under: proxy.listenerID) { $0.holds(proxy) })
     }
 
     /// Removes the entry of `proxy`, retired by
@@ -79,35 +97,35 @@ struct _ProxyTable {
         _ = removed  // released unlocked
     }
 
-    /// The next entry, round-robin, for the sweep; `nil` if 16 slots in a
-    /// row are empty (bounded work: the table shrinks below 1/8 load, so an
-    /// entry is usually a few slots away).
-    private mutating func nextSweepCandidate() -> Entry? {
+    /// The proxy of the next entry, round-robin, for the sweep; `nil` if 16
+    /// slots in a row are empty (bounded work: the table shrinks below 1/8
+    /// load, so an entry is usually a few slots away).
+    private mutating func nextSweepCandidate() -> _ListenerProxy? {
         for _ in 0..<Swift.min(16, entries.capacity) {
             if sweepCursor >= entries.capacity { sweepCursor = 0 }
             defer { sweepCursor += 1 }
-            if let entry = entries.element(inSlot: sweepCursor) { return entry }
+            if let entry = entries.element(inSlot: sweepCursor) { return entry.proxy.takeUnretainedValue() }
         }
         return nil
     }
 
-    /// Removes, and tears down, `entry` if its listener died; returns whether
-    /// it did.
+    /// Removes, and tears down, `proxy`'s entry if its listener died;
+    /// returns whether it did.
     @discardableResult
-    private static func removeIfDead(_ entry: Entry) -> Bool {
-        guard entry.proxy.listener.isGone else { return false }
-        let removed = _Registry.withLock { state in
-            state.proxies.entries.remove(under: entry.id) { $0.proxy === entry.proxy }
-        }
-        removed?.proxy.removeAll(final: true)
+    private static func removeIfDead(_ proxy: _ListenerProxy) -> Bool {
+        guard proxy.listener.isGone else { return false }
+        let removed = _Registry.withLock { $0.proxies.remove(proxy) }
+        removed?.removeAll(final: true)
         return removed != nil
     }
 
     /// Tears down every entry whose listener died; returns how many.
     @discardableResult
     static func sweepAll() -> Int {
-        _Registry.withLock { $0.proxies.entries.elements }.reduce(0) { count, entry in
-            count + (removeIfDead(entry) ? 1 : 0)
+        _Registry.withLock { state in
+            state.proxies.entries.elements.map { $0.proxy.takeUnretainedValue() }
+        }.reduce(0) { count, proxy in
+            count + (removeIfDead(proxy) ? 1 : 0)
         }
     }
 
