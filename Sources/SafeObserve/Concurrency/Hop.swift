@@ -252,10 +252,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     func deliver(
         _ listener: AnyObject, _ root: AnyObject, _ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64
     ) {
-        guard isOnActor else {
-            enqueue(change, phase, sequence)
-            return
-        }
+        guard isOnActor else { return enqueue(change, phase, sequence) }
         if hasPending.load(ordering: .acquiring) { return deliverBehindQueued(change, phase, sequence) }
         let observedChange =
             if receivesNewValueOnly {
@@ -284,17 +281,16 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// delivered on its own, without its prior.
     @inlinable @inline(never)
     func deliverBehindQueued(_ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64) {
-        let kept = enqueue(change, phase, sequence)
+        let kept = enqueue(_observedChange(options, change, phase, Value.self), sequence: sequence)
         if phase == .prior, !kept { return }
         deliverQueuedFirst()
     }
 
     /// Queues what the relation receives of the change `change` points to,
     /// numbered `sequence` (see ``_Deliver``), during its delivery (out of
-    /// line, as above); whether it was queued on its own (not merged into
-    /// a waiting change, nor dropped).
-    @inlinable @inline(never) @discardableResult
-    func enqueue(_ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64) -> Bool {
+    /// line, as above).
+    @inlinable @inline(never)
+    func enqueue(_ change: UnsafeRawPointer, _ phase: _Phase, _ sequence: UInt64) {
         enqueue(_observedChange(options, change, phase, Value.self), sequence: sequence)
     }
 
