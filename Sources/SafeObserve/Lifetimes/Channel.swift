@@ -767,6 +767,10 @@ final class _Channel: Sendable {
             return state.relations
         }
         var derivations: [(derivation: _Derivation, dependency: _Relation)] = []
+        // Proxies left with no relation, taken out of the proxy table
+        // together at the end (most objects retire none or one).
+        var firstRetired: _ListenerProxy?
+        var moreRetired: [_ListenerProxy] = []
         relations.withUnsafeBufferPointer { buffer in
             for index in buffer.indices {
                 // Unmanaged: `relations` owns each relation for the loop (as
@@ -779,13 +783,21 @@ final class _Channel: Sendable {
                     // of an object have distinct listeners, so grouping would
                     // not pay.
                     let proxy = relation.proxy
-                    if proxy.forgetRetiringIfEmpty(relation) { _ProxyTable.removeRetired(proxy) }
+                    if proxy.forgetRetiringIfEmpty(relation) {
+                        if firstRetired == nil {
+                            firstRetired = proxy
+                        } else {
+                            if moreRetired.isEmpty { moreRetired.reserveCapacity(buffer.count - index) }
+                            moreRetired.append(proxy)
+                        }
+                    }
                     if relation.isDependency, let derivation = relation.listener.load() as? _Derivation {
                         derivations.append((derivation, relation))
                     }
                 }
             }
         }
+        if let firstRetired { _ProxyTable.removeRetired(firstRetired, moreRetired) }
         // Derived key paths that read this property learn that its object
         // died: they end if it was their root, or forget the dependency.
         for (derivation, dependency) in derivations {

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// What a ``_ListenerProxy`` guards with its lock (the proxy is its own
 /// lock storage, see ``_LockedStorage``).
 struct _ListenerProxyState {
@@ -118,6 +120,12 @@ final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Send
     /// here too cost two locked table updates per dependency re-bound).
     let filesRelations: Bool
 
+    /// Set once a proxy-table proxy is retired (its `isTornDown`, readable
+    /// without its lock): an object's death that retires many proxies takes
+    /// them all out of the table in one pass (see
+    /// ``_ProxyTable/removeRetired(_:_:)``).
+    let isRetired = Atomic<Bool>(false)
+
     init(listener: AnyObject, isInProxyTable: Bool = false, filesRelations: Bool = true) {
         self.listener = _UnretainedReference(listener)
         listenerID = ObjectIdentifier(listener)
@@ -141,9 +149,10 @@ final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Send
         let retired = withLock { state -> Bool in
             guard !state.isTornDown, state.relations.isEmpty, !state.hasFinalizers else { return false }
             state.isTornDown = true
+            isRetired.store(true, ordering: .relaxed)
             return true
         }
-        if retired { _ProxyTable.removeRetired(self) }
+        if retired { _ProxyTable.removeRetired(self, []) }
     }
 
     /// Records `candidate`, unless the proxy already holds an active relation
@@ -238,7 +247,7 @@ final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Send
     /// ``forget(_:)``, then, if that left a proxy-table proxy with no
     /// relation, retires it as ``retireIfEmpty()`` does, in the same
     /// critical section; returns whether it did. The caller then takes it
-    /// out of the table with ``_ProxyTable/removeRetired(_:)``.
+    /// out of the table with ``_ProxyTable/removeRetired(_:_:)``.
     ///
     /// - Complexity: O(1) expected.
     func forgetRetiringIfEmpty(_ relation: _Relation) -> Bool {
@@ -249,6 +258,7 @@ final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Send
                 return (released, false)
             }
             state.isTornDown = true
+            isRetired.store(true, ordering: .relaxed)
             return (released, true)
         }
         // The proxy's reference is dropped here, unlocked.

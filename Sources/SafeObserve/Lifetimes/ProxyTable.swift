@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Proxies of listeners that do not adopt ``SafeObserver`` (part of the
 /// ``_Registry``).
 ///
@@ -88,13 +90,33 @@ struct _ProxyTable {
         Self.take(entries.remove(under: proxy.listenerID) { $0.holds(proxy) })
     }
 
-    /// Removes the entry of `proxy`, retired by
-    /// ``_ListenerProxy/forgetRetiringIfEmpty(_:)``.
+    /// Removes the entries of `first` and `rest`, proxies retired by
+    /// ``_ListenerProxy/forgetRetiringIfEmpty(_:)`` or
+    /// ``_ListenerProxy/retireIfEmpty()``, in one critical section. When
+    /// they are a large part of the table (an object with many relations
+    /// died), in one pass over it that also takes out any proxy another
+    /// thread retired meanwhile, with a single shrink at the end, rather
+    /// than one removal and several shrinks per proxy.
     ///
-    /// - Complexity: O(1) expected.
-    static func removeRetired(_ proxy: _ListenerProxy) {
-        let removed = _Registry.withLock { $0.proxies.remove(proxy) }
-        _ = removed  // released unlocked
+    /// The table's references are released under the lock: the caller's
+    /// (or, for a proxy another thread retired, that thread's) keep each
+    /// proxy alive until it returns.
+    ///
+    /// - Complexity: O(*k*) expected for *k* proxies, or O(capacity) when
+    ///   *k* is at least a quarter of the entries.
+    static func removeRetired(_ first: _ListenerProxy, _ rest: [_ListenerProxy]) {
+        _Registry.withLock { state in
+            if rest.count >= 15, (rest.count + 1) * 4 >= state.proxies.entries.count {
+                state.proxies.entries.removeAll { entry in
+                    entry.proxy._withUnsafeGuaranteedRef { $0.isRetired.load(ordering: .relaxed) }
+                } take: { entry in
+                    entry.proxy.release()
+                }
+                return
+            }
+            _ = state.proxies.remove(first)
+            for proxy in rest { _ = state.proxies.remove(proxy) }
+        }
     }
 
     /// The proxy of the next entry, round-robin, for the sweep; `nil` if 16

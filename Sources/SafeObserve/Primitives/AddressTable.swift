@@ -188,36 +188,49 @@ struct _AddressTable<Element: _AddressKeyed> {
     }
 
     /// Removes and returns the elements for which `shouldRemove` returns
-    /// `true`, keeping the order of those that stay under each key. Each
-    /// element is lent to `shouldRemove` in place, `inout`, so that it can
-    /// check `isKnownUniquelyReferenced` on a reference it holds (a copy
-    /// would retain it). Gives the storage back when the table empties, and
-    /// shrinks it below 1/8 load.
+    /// `true`; see ``removeAll(where:take:)``.
     ///
     /// - Complexity: O(capacity).
     mutating func removeAll(where shouldRemove: (inout Element) -> Bool) -> [Element] {
-        guard count > 0 else { return [] }
+        var removed: [Element] = []
+        removeAll(where: shouldRemove) { removed.append($0) }
+        return removed
+    }
+
+    /// Removes the elements for which `shouldRemove` returns `true`, handing
+    /// each to `take`, and keeps the order of those that stay under each
+    /// key. Each element is lent to `shouldRemove` in place, `inout`, so
+    /// that it can check `isKnownUniquelyReferenced` on a reference it holds
+    /// (a copy would retain it). Gives the storage back when the table
+    /// empties, and shrinks it below 1/8 load.
+    ///
+    /// - Complexity: O(capacity).
+    mutating func removeAll(where shouldRemove: (inout Element) -> Bool, take: (consuming Element) -> Void) {
+        guard count > 0 else { return }
         if slots.isEmpty {
-            guard shouldRemove(&single!) else { return [] }
+            guard shouldRemove(&single!) else { return }
             count = 0
-            return [single.take()!]
+            take(single.take()!)
+            return
         }
         // An empty slot before anything is removed: re-filing from right
         // after it keeps the order under each key (see `rehash`).
         let start = slots.firstIndex { $0 == nil }
-        var removed: [Element] = []
-        for index in slots.indices where slots[index] != nil {
-            if shouldRemove(&slots[index]!) {
-                removed.append(slots[index]!)
-                slots[index] = nil
+        var removedCount = 0
+        slots.withUnsafeMutableBufferPointer { slots in
+            for index in slots.indices where slots[index] != nil {
+                if shouldRemove(&slots[index]!) {
+                    take(slots[index].take()!)
+                    removedCount += 1
+                }
             }
         }
-        guard !removed.isEmpty else { return [] }
-        let remaining = count - removed.count
+        guard removedCount > 0 else { return }
+        let remaining = count - removedCount
         guard remaining > 0 else {
             slots = []
             count = 0
-            return removed
+            return
         }
         let capacity =
             slots.count > 16 && remaining * 8 < slots.count
@@ -225,7 +238,6 @@ struct _AddressTable<Element: _AddressKeyed> {
         // The holes broke probe runs: every element is filed again.
         count = remaining
         refile(capacity: capacity, startingAfter: start)
-        return removed
     }
 
     /// Removes every element and gives the storage back.

@@ -1,3 +1,4 @@
+import Dispatch
 import Testing
 
 @testable import SafeObserve
@@ -52,6 +53,56 @@ struct BoundedStateTests {
         expectInChild(count == 0, "proxies of listeners whose relations ended were kept: \(count)")
         // The table kept its peak capacity before.
         expectInChild(capacity <= 16, "the proxy table kept \(capacity) of its \(peakCapacity) slots for no entry")
+    }
+
+    @Test func objectsWithManyPlainListenersDying_whileOtherThreadsDoTheSame_keepEveryLiveProxy() async {
+        let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+            BoundedStateTests.manyRetirementsAtOnce()
+        }
+        #expect(result.map { String(decoding: $0.standardOutputContent, as: UTF8.self) } == "")
+    }
+
+    /// Two threads each, 300 times, let an object with 40 plain listeners
+    /// die (their proxies retired together, in one pass over the proxy
+    /// table), while a third keeps 8 listeners observing and checks at
+    /// every step that they still have their relation and their proxy.
+    /// Then every proxy goes, and no listener leaks. Runs in the exit test's
+    /// process, which nothing else uses.
+    static func manyRetirementsAtOnce() {
+        let lifetime = LifetimeCounter()
+        // nonisolated(unsafe): only the third thread uses them until the threads are joined.
+        nonisolated(unsafe) let steady = (0..<8).map { _ in Listener(lifetime: lifetime) }
+        // nonisolated(unsafe): as above.
+        nonisolated(unsafe) let steadyObject = Counter()
+        for listener in steady {
+            steadyObject.safeObserve(\.count, by: listener) { listener, _, change in
+                listener.record("\(change.newValue!)")
+            }
+        }
+        DispatchQueue.concurrentPerform(iterations: 3) { thread in
+            for round in 0..<300 {
+                if thread == 2 {
+                    steadyObject.count = round + 1
+                    for listener in steady where SafeObservation.relations(observedBy: listener).count != 1 {
+                        print("a live listener lost its relation in round \(round)")
+                    }
+                    continue
+                }
+                var object: Counter? = Counter()
+                let listeners = (0..<40).map { _ in Listener(lifetime: lifetime) }
+                for listener in listeners {
+                    object!.safeObserve(\.count, by: listener) { _, _, _ in }
+                }
+                object = nil
+                for listener in listeners where !SafeObservation.relations(observedBy: listener).isEmpty {
+                    print("a relation outlived its object in round \(round)")
+                }
+            }
+        }
+        expectInChild(steady.allSatisfy { $0.log.count == 300 }, "a steady listener missed changes")
+        expectInChild(_ProxyTable.count == 8, "\(_ProxyTable.count) proxies for 8 live listeners")
+        expectInChild(lifetime.liveCount == 8, "\(lifetime.liveCount - 8) dead listeners leaked")
+        withExtendedLifetime(steady) {}
     }
 
     @Test func aListenerWhoseProxyWasRetired_observesAgainWithANewOne() {
