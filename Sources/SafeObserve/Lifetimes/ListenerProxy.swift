@@ -120,10 +120,12 @@ final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Send
     /// here too cost two locked table updates per dependency re-bound).
     let filesRelations: Bool
 
-    /// Set once a proxy-table proxy is retired (its `isTornDown`, readable
-    /// without its lock): an object's death that retires many proxies takes
-    /// them all out of the table in one pass (see
-    /// ``_ProxyTable/removeRetired(_:_:)``).
+    /// Set once a proxy-table proxy is retired because its last relation
+    /// ended (readable without its lock; a proxy torn down otherwise, by
+    /// `removeAll(final:)`, is taken out of the table by that caller): an
+    /// object's death that retires many proxies takes them all out of the
+    /// table in one pass (see ``_ProxyTable/removeRetired(_:_:)``), and
+    /// look-ups skip a retired proxy whose entry is not out yet.
     let isRetired = Atomic<Bool>(false)
 
     init(listener: AnyObject, isInProxyTable: Bool = false, filesRelations: Bool = true) {
@@ -430,7 +432,9 @@ final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Send
     /// (unlocked: reading `observerLifetime` runs the listener's code).
     @inline(__always)
     static func of(_ listener: AnyObject, create: Bool, found: consuming _Registry.Found) -> _ListenerProxy? {
-        if let proxy = found.proxy.take() { return proxy }
+        // A retired proxy not yet out of the table is not reused (see
+        // ``_ProxyTable/existingProxy(of:)``).
+        if let proxy = found.proxy.take(), !proxy.isRetired.load(ordering: .relaxed) { return proxy }
         switch found.listenerClass {
         case .observer(let observerType):
             return _ListenerClassCache.proxy(of: listener, as: observerType, create: create)

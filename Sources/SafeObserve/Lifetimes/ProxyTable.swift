@@ -48,7 +48,10 @@ struct _ProxyTable {
     /// platform can reuse a dead listener's address before its entry is swept
     /// (the portable probes: a weak reference does not keep the allocation).
     /// Such an entry is never returned (with `create`, ``insertProxy(for:)``
-    /// replaces it).
+    /// replaces it). The proxy may be retired, its entry not taken out yet
+    /// (an object's teardown takes the proxies it retires out together, at
+    /// its end): ``_ListenerProxy/of(_:create:found:)`` then makes a new one,
+    /// so that a registration meanwhile does not retry until then.
     ///
     /// - Complexity: O(1) expected.
     func existingProxy(of listener: AnyObject) -> _ListenerProxy? {
@@ -66,7 +69,7 @@ struct _ProxyTable {
         let id = ObjectIdentifier(listener)
         let (proxy, candidates, replaced) = _Registry.withLock {
             state -> (_ListenerProxy, [_ListenerProxy], _ListenerProxy?) in
-            if let existing = state.proxies.existingProxy(of: listener) {
+            if let existing = state.proxies.existingProxy(of: listener), !existing.isRetired.load(ordering: .relaxed) {
                 return (existing, [], nil)  // another thread inserted it meanwhile
             }
             let replaced = take(state.proxies.entries.remove(under: id) { _ in true })
@@ -102,20 +105,35 @@ struct _ProxyTable {
     /// (or, for a proxy another thread retired, that thread's) keep each
     /// proxy alive until it returns.
     ///
+    /// One by one, the lock is taken for 64 proxies at a time, so that it
+    /// stays short (registrations and tracked reads take it); the one pass
+    /// is the exception, bounded by the proxies it removes (at least a
+    /// quarter of the table).
+    ///
     /// - Complexity: O(*k*) expected for *k* proxies, or O(capacity) when
     ///   *k* is at least a quarter of the entries.
     static func removeRetired(_ first: _ListenerProxy, _ rest: [_ListenerProxy]) {
-        _Registry.withLock { state in
-            if rest.count >= 15, (rest.count + 1) * 4 >= state.proxies.entries.count {
-                state.proxies.entries.removeAll { entry in
-                    entry.proxy._withUnsafeGuaranteedRef { $0.isRetired.load(ordering: .relaxed) }
-                } take: { entry in
-                    entry.proxy.release()
-                }
-                return
+        let inOnePass = _Registry.withLock { state -> Bool in
+            guard rest.count >= 15, (rest.count + 1) * 4 >= state.proxies.entries.count else {
+                _ = state.proxies.remove(first)
+                return false
             }
-            _ = state.proxies.remove(first)
-            for proxy in rest { _ = state.proxies.remove(proxy) }
+            state.proxies.entries.removeAll { entry in
+                // Unmanaged: the entry's retain keeps the proxy, under the lock.
+                entry.proxy._withUnsafeGuaranteedRef { $0.isRetired.load(ordering: .relaxed) }
+            } take: { entry in
+                entry.proxy.release()
+            }
+            return true
+        }
+        guard !inOnePass else { return }
+        var start = rest.startIndex
+        while start < rest.endIndex {
+            let end = Swift.min(start + 64, rest.endIndex)
+            _Registry.withLock { state in
+                for proxy in rest[start..<end] { _ = state.proxies.remove(proxy) }
+            }
+            start = end
         }
     }
 

@@ -16,8 +16,11 @@ import Synchronization
 /// through an atomic word that the compiler initializes statically, so
 /// reaching them costs one load instead of a lazy global's once-check.
 ///
-/// Held for a few dozen instructions at a time; never while user code runs,
-/// and never while another SafeObserve lock is taken.
+/// Held for a few dozen instructions at a time (with one exception: an
+/// object's death that retires at least a quarter of the proxy table's
+/// proxies takes them out in one pass, see ``_ProxyTable/removeRetired(_:_:)``);
+/// never while user code runs, and never while another SafeObserve lock is
+/// taken.
 enum _Registry {
     struct State {
         var keyPaths = _KeyPathResolutionCache()

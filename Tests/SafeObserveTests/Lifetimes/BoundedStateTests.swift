@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 import Testing
 
 @testable import SafeObserve
@@ -103,6 +104,33 @@ struct BoundedStateTests {
         expectInChild(_ProxyTable.count == 8, "\(_ProxyTable.count) proxies for 8 live listeners")
         expectInChild(lifetime.liveCount == 8, "\(lifetime.liveCount - 8) dead listeners leaked")
         withExtendedLifetime(steady) {}
+    }
+
+    /// Between retiring its listeners' proxies and taking them out of the
+    /// table together, an object's teardown leaves them filed: a
+    /// registration by such a listener meanwhile gets a new proxy at once
+    /// (it retried until the teardown ended: 100 ms behind one with
+    /// 100,000 relations).
+    @Test(.timeLimit(.minutes(1)))
+    func aRetiredProxyNotYetTakenOut_isNotReused_aRegistrationGetsANewOne() {
+        let listener = Listener()
+        let object = Counter()
+        object.safeObserve(\.count, by: listener) { _, _, _ in }
+        let retired = _ListenerProxy.of(listener, create: false)!
+        // As a teardown leaves it between retiring it and taking it out.
+        retired.withLock { $0.isTornDown = true }
+        retired.isRetired.store(true, ordering: .relaxed)
+        let other = Counter()
+        let token = other.safeObserve(\.count, by: listener) { listener, _, change in
+            listener.record("\(change.newValue!)")
+        }
+        #expect(token.isActive)
+        #expect(_ListenerProxy.of(listener, create: false) !== retired)
+        _ProxyTable.removeRetired(retired, [])  // the teardown's removal: finds it gone
+        other.count = 1
+        #expect(listener.log == ["1"])
+        #expect(SafeObservation.relations(observedBy: listener) == [token])
+        withExtendedLifetime(object) {}
     }
 
     @Test func aListenerWhoseProxyWasRetired_observesAgainWithANewOne() {
