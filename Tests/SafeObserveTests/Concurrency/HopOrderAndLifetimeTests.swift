@@ -233,11 +233,14 @@ private final class LockedCount: SafeObservable, Sendable {
 
     /// Adds 1 after a pause inside the mutation, before the store: a
     /// registration on another thread may make the sentinel and read the
-    /// value meanwhile.
+    /// value meanwhile. The pause is long enough for the registration to
+    /// end within it under the sanitizers' load: one that straddles the
+    /// whole mutation (its relation filed after the change was told) is
+    /// not yet covered (see CHANGELOG, known limitations).
     func incrementSlowly(entered: Flag) {
         registrar.withMutation(of: self, keyPath: \.count) {
             entered.set()
-            usleep(20_000)
+            usleep(200_000)
             storage.withLock { $0 += 1 }
         }
     }
