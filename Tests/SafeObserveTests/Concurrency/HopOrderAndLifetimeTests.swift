@@ -231,16 +231,17 @@ private final class LockedCount: SafeObservable, Sendable {
         registrar.withMutation(of: self, keyPath: \.count) { storage.withLock { $0 += 1 } }
     }
 
-    /// Adds 1 after a pause inside the mutation, before the store: a
-    /// registration on another thread may make the sentinel and read the
-    /// value meanwhile. The pause is long enough for the registration to
-    /// end within it under the sanitizers' load: one that straddles the
-    /// whole mutation (its relation filed after the change was told) is
-    /// not yet covered (see CHANGELOG, known limitations).
-    func incrementSlowly(entered: Flag) {
+    /// Adds 1 inside a mutation that waits, before the store, until
+    /// `registered` is set (or 10 s passed): a registration on another
+    /// thread makes the sentinel and reads the value meanwhile. Waiting for
+    /// it, not for a fixed time, keeps the registration inside the mutation
+    /// however loaded the machine: one that straddles the whole mutation
+    /// (its relation filed after the change was told to nobody) is not yet
+    /// covered (see CHANGELOG, known limitations).
+    func incrementSlowly(entered: Flag, registered: Flag) {
         registrar.withMutation(of: self, keyPath: \.count) {
             entered.set()
-            usleep(200_000)
+            for _ in 0..<10_000 where !registered.isSet { usleep(1_000) }
             storage.withLock { $0 += 1 }
         }
     }
@@ -749,7 +750,8 @@ struct HopOrderAndLifetimeTests {
                 model.safeObserve(\.count, by: listener, isolation: nil) { _, _, _ in }.invalidate()
             }
             let entered = Flag()
-            let writer = Threads(1) { _ in model.incrementSlowly(entered: entered) }
+            let registered = Flag()
+            let writer = Threads(1) { _ in model.incrementSlowly(entered: entered, registered: registered) }
             _ = await within { entered.isSet }
             let recorder = InitialRecorder()
             let told = _Mutex<[Int]>([])
@@ -759,10 +761,14 @@ struct HopOrderAndLifetimeTests {
                 : model.safeObserve(\.count, by: listener, isolation: nil) { _, _, change in
                     told.withLock { $0.append(change.newValue!) }
                 }
+            registered.set()
             let settled = await within(10) {
                 writer.finished && (isolated ? recorder.log.withLock { $0.last?.new } : told.withLock { $0.last }) == 1
             }
-            #expect(settled, "the change stored during the first observation was never told")
+            #expect(
+                settled,
+                "the change stored during the first observation was never told: told \(told.withLock { $0 }), active \(token.isActive), writer finished \(writer.finished), count \(model.count)"
+            )
             token.invalidate()
         }
     }
