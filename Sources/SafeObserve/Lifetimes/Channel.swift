@@ -779,9 +779,9 @@ final class _Channel: Sendable {
                 guard let entry = slot.load(as: Unmanaged<_Relation>?.self) else { continue }
                 entry._withUnsafeGuaranteedRef { relation in
                     guard relation.markEnded() else { return }
-                    // One short critical section per relation: most relations
-                    // of an object have distinct listeners, so grouping would
-                    // not pay.
+                    // One short critical section of the proxy per relation
+                    // (most relations of an object have distinct listeners);
+                    // the proxies it retires leave the proxy table together.
                     let proxy = relation.proxy
                     if proxy.forgetRetiringIfEmpty(relation) {
                         if firstRetired == nil {

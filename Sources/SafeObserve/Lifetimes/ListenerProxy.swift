@@ -148,13 +148,16 @@ final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Send
     /// - Complexity: O(1) expected.
     func retireIfEmpty() {
         guard isInProxyTable else { return }
-        let retired = withLock { state -> Bool in
-            guard !state.isTornDown, state.relations.isEmpty, !state.hasFinalizers else { return false }
-            state.isTornDown = true
-            isRetired.store(true, ordering: .relaxed)
-            return true
-        }
-        if retired { _ProxyTable.removeRetired(self, []) }
+        if withLock({ retire(&$0) }) { _ProxyTable.removeRetired(self, []) }
+    }
+
+    /// Under the lock: retires a proxy-table proxy left with no relation
+    /// (torn down, ``isRetired`` set); whether it did.
+    private func retire(_ state: inout State) -> Bool {
+        guard isInProxyTable, !state.isTornDown, state.relations.isEmpty, !state.hasFinalizers else { return false }
+        state.isTornDown = true
+        isRetired.store(true, ordering: .relaxed)
+        return true
     }
 
     /// Records `candidate`, unless the proxy already holds an active relation
@@ -256,12 +259,7 @@ final class _ListenerProxy: _LockedStorage<_ListenerProxyState>, @unchecked Send
         guard filesRelations else { return false }
         let (released, retired) = withLock { state -> (_Relation?, Bool) in
             let released = state.unfile(relation)
-            guard isInProxyTable, !state.isTornDown, state.relations.isEmpty, !state.hasFinalizers else {
-                return (released, false)
-            }
-            state.isTornDown = true
-            isRetired.store(true, ordering: .relaxed)
-            return (released, true)
+            return (released, retire(&state))
         }
         // The proxy's reference is dropped here, unlocked.
         _ = released

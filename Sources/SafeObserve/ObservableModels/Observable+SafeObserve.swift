@@ -108,8 +108,7 @@ extension Observable where Self: AnyObject {
         changeHandler: @escaping @Sendable (isolated Listener, Self, ObservedChange<Value>) -> Void
     ) -> ObservationToken {
         let handler = _droppingIsolation(changeHandler)
-        let isOnListener = _isCurrentExecutor(
-            listener.unownedExecutor, isMainActor: (listener as AnyObject) === MainActor.shared)
+        let isOnListener = _isCurrentActor(listener)
         return _ObservableRegistration.register(
             self, keyPath, by: listener, options: options, isolation: listener,
             deliver: _makeDeliver(options, unisolated: handler),
@@ -245,10 +244,7 @@ enum _ObservableRegistration {
             _ root: Root, _ keyPath: KeyPath<Root, Value>, _ relay: _StreamRelay, _ options: ObservationOptions,
             _ deliver: @escaping _Deliver, _ initial: @escaping @Sendable (ObservedChange<Value>) -> Void
         ) -> ObservationToken {
-            let isOnActor =
-                actor.map {
-                    _isCurrentExecutor($0.unownedExecutor, isMainActor: ($0 as AnyObject) === MainActor.shared)
-                } ?? true
+            let isOnActor = actor.map(_isCurrentActor) ?? true
             var initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)?
             if !isOnActor {
                 // unsafeBitCast: a class reference is passed as `AnyObject` alike.

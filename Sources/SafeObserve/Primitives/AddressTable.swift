@@ -125,7 +125,8 @@ struct _AddressTable<Element: _AddressKeyed> {
     ///
     /// - Complexity: O(1).
     func element(inSlot slot: Int) -> Element? {
-        slots.isEmpty ? (slot == 0 ? single : nil) : slot < slots.count ? slots[slot] : nil
+        if slots.isEmpty { return slot == 0 ? single : nil }
+        return slot < slots.count ? slots[slot] : nil
     }
 
     /// Whether the table has slots, rather than at most ``single`` (tests).

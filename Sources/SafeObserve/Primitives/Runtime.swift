@@ -257,6 +257,12 @@ func _isCurrentExecutor(_ executor: UnownedSerialExecutor, isMainActor: Bool) ->
     return _runtimeIsCurrentExecutor(executor)
 }
 
+/// Whether this thread runs on `actor` (``_isCurrentExecutor(_:isMainActor:)``
+/// for its executor).
+func _isCurrentActor(_ actor: any Actor) -> Bool {
+    _isCurrentExecutor(actor.unownedExecutor, isMainActor: (actor as AnyObject) === MainActor.shared)
+}
+
 /// The runtime's own answer, which ``_isCurrentExecutor(_:isMainActor:)``
 /// skips where it can (the tests compare the two).
 @inline(__always)
