@@ -30,14 +30,29 @@ func settles(within seconds: Double = 5, _ condition: () -> Bool) -> Bool {
 /// delivery on an actor, say) may wait behind the other tests'. Under the
 /// thread sanitizer, on a loaded machine, main-actor jobs once waited about
 /// eight minutes behind the stress tests, so 30 seconds was not enough.
-/// A passing wait returns at its first true poll.
+/// A passing wait returns at its first true poll. A failing one polls at
+/// least 3,000 times (so a process stalled past the deadline, say a paused
+/// machine, still gives the condition six seconds of polls), and prints
+/// how long it waited, how often it polled and its longest gap between
+/// polls, so that a failure tells a starved poller from a starved job.
 func eventually(isolation: isolated (any Actor)? = #isolation, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(300)
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
+    let clock = ContinuousClock()
+    let start = clock.now
+    var polls = 0
+    var last = start
+    var longestGap = Duration.zero
+    while !condition() {
+        let now = clock.now
+        longestGap = max(longestGap, now - last)
+        last = now
+        if polls >= 3_000, now - start > .seconds(300) {
+            print("eventually: gave up after \(now - start), \(polls) polls, longest gap \(longestGap)")
+            return false
+        }
+        polls += 1
         try? await Task.sleep(for: .milliseconds(2))
     }
-    return condition()
+    return true
 }
 
 /// A flag set once, from any thread.
