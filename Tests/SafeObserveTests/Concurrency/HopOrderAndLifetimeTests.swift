@@ -235,9 +235,9 @@ private final class LockedCount: SafeObservable, Sendable {
     /// `registered` is set (or 10 s passed): a registration on another
     /// thread makes the sentinel and reads the value meanwhile. Waiting for
     /// it, not for a fixed time, keeps the registration inside the mutation
-    /// however loaded the machine: one that straddles the whole mutation
-    /// (its relation filed after the change was told to nobody) is not yet
-    /// covered (see CHANGELOG, known limitations).
+    /// however loaded the machine (one that straddles the whole mutation,
+    /// its relation filed after the change was told to nobody, starts after
+    /// that change: see ``GatedCount``).
     func incrementSlowly(entered: Flag, registered: Flag) {
         registrar.withMutation(of: self, keyPath: \.count) {
             entered.set()
@@ -264,6 +264,45 @@ private final class Threads: Sendable {
     }
 
     var finished: Bool { returned.load(ordering: .acquiring) == count }
+}
+
+/// A registrar-backed count whose getter, once armed, reads the value and
+/// then holds the reading thread until `resume` is set (10 s at most): a
+/// registration's first read of it (the one that makes the sentinel) then
+/// spans a whole change made on another thread meanwhile.
+private final class GatedCount: SafeObservable, Sendable {
+    let registrar = SafeObservationRegistrar()
+    private let storage = _Mutex(0)
+    private let armed = Atomic<Bool>(false)
+    let reading = Flag()
+    let resume = Flag()
+
+    var count: Int {
+        get {
+            registrar.access(self, keyPath: \.count)
+            let value = storage.withLock { $0 }
+            if armed.exchange(false, ordering: .acquiringAndReleasing) {
+                reading.set()
+                spin(until: resume)
+            }
+            return value
+        }
+        set { registrar.withMutation(of: self, keyPath: \.count) { storage.withLock { $0 = newValue } } }
+    }
+
+    /// Makes the next read wait (see the type's comment).
+    func armNextRead() { armed.store(true, ordering: .releasing) }
+}
+
+/// Registers, on its own executor, a handler isolated to it.
+private actor GatedRecorder {
+    let log = _Mutex<[(old: Int?, new: Int)]>([])
+
+    func observe(_ model: GatedCount, by listener: Peer, options: ObservationOptions) -> ObservationToken {
+        model.safeObserve(\.count, by: listener, options: options) { [log] _, _, change in
+            log.withLock { $0.append((change.oldValue, change.newValue!)) }
+        }
+    }
 }
 
 /// The first delivery of `log` (old, new) that tells a value older than
@@ -771,6 +810,40 @@ struct HopOrderAndLifetimeTests {
             )
             token.invalidate()
         }
+    }
+
+    /// A registration that spans a whole change made on another thread
+    /// (its first read of the property before the store, its relation filed
+    /// after the change was told to nobody) starts after that change, as
+    /// Threading.md's "Ordering" says: it is not told it; its `.initial`,
+    /// read once the relation is filed, is the value that change stored;
+    /// and the next change's `oldValue` chains from that value.
+    @Test(arguments: [false, true], [false, true])
+    func aRegistrationSpanningAWholeChange_startsAfterIt(isolated: Bool, initial: Bool) async {
+        let model = GatedCount()
+        let listener = Peer()
+        let recorder = GatedRecorder()
+        let options: ObservationOptions = initial ? [.initial, .old, .new] : [.old, .new]
+        let writer = Threads(1) { _ in
+            spin(until: model.reading)
+            model.count = 1  // the whole change, while the registration waits in its read
+            model.resume.set()
+        }
+        model.armNextRead()
+        let token =
+            isolated
+            ? await recorder.observe(model, by: listener, options: options)
+            : model.safeObserve(\.count, by: listener, options: options) { [log = recorder.log] _, _, change in
+                log.withLock { $0.append((change.oldValue, change.newValue!)) }
+            }
+        #expect(model.reading.isSet, "the registration never read the property")
+        #expect(await within(10) { writer.finished })
+        model.count = 2
+        let expected: [(old: Int?, new: Int)] = initial ? [(nil, 1), (1, 2)] : [(1, 2)]
+        let told = await within(10) { recorder.log.withLock { $0.count } == expected.count }
+        let log = recorder.log.withLock { $0 }
+        #expect(told && log.elementsEqual(expected) { $0.old == $1.old && $0.new == $1.new }, "told \(log)")
+        token.invalidate()
     }
 
     /// An actor whose executor is a live default actor's shares that
