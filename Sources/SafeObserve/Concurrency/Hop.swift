@@ -136,7 +136,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     @inlinable @inline(never)
     func deliverInitial(to listener: Listener, _ root: Root, token: ObservationToken, read: () -> Value) {
         let queuedBefore = mailboxState.withLock { _ in queue.count }
-        let (value, storedBefore) = _readAndNumber(token, read)
+        let (value, storedBefore, unsure) = _readAndNumberForInitial(token, read)
         // Reading ran user code (a computed property), which may have unobserved.
         guard token.isActive else { return }
         // A change numbered before the read, still on its way to this
@@ -144,7 +144,11 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         // it got past that (see ``Queue/dropSuperseded(first:through:by:hasPending:)``).
         _skipChanges(through: storedBefore, token)
         let dropped = mailboxState.withLock { _ in
-            queue.dropSuperseded(first: queuedBefore, through: storedBefore, by: value, hasPending: hasPending)
+            let dropped = queue.dropSuperseded(
+                first: queuedBefore, through: storedBefore, by: value, hasPending: hasPending)
+            // A change numbered after the read may have stored before it.
+            if unsure { queue.keepBaseline(value, tellsOld: options.contains(.old), hasPending: hasPending) }
+            return dropped
         }
         withExtendedLifetime(dropped) {}  // released unlocked
         handler(listener, root, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
@@ -160,13 +164,15 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     @inlinable @inline(never)
     func queueInitial(token: ObservationToken, read: () -> Value) {
         let queuedBefore = mailboxState.withLock { _ in queue.count }
-        let (value, storedBefore) = _readAndNumber(token, read)
+        let (value, storedBefore, unsure) = _readAndNumberForInitial(token, read)
         // Reading ran user code (a computed property), which may have unobserved.
         guard token.isActive else { return }
         _skipChanges(through: storedBefore, token)
         let dropped = mailboxState.withLock { _ in
             let dropped = queue.dropSuperseded(
                 first: queuedBefore, through: storedBefore, by: value, hasPending: hasPending)
+            // A change numbered after the read may have stored before it.
+            if unsure { queue.keepBaseline(value, tellsOld: options.contains(.old), hasPending: hasPending) }
             queue.prependUnfiled(
                 ObservedChange(newValue: value, oldValue: nil, isInitial: true), hasPending: hasPending)
             return dropped
@@ -301,12 +307,14 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     @inlinable @discardableResult
     func enqueue(_ change: ObservedChange<Value>, sequence: UInt64 = 0) -> Bool {
         let coalescing = options.contains(.coalesced)
-        let (replaced, schedule) = mailboxState.withLock {
+        let (replaced, schedule, spent) = mailboxState.withLock {
             queue.enqueue(
-                change, sequence: sequence, coalescing: coalescing, hop: self, mailbox: &$0, hasPending: hasPending)
+                change, sequence: sequence, coalescing: coalescing, tellsOld: options.contains(.old), hop: self,
+                mailbox: &$0, hasPending: hasPending)
         }
         let kept = replaced == nil
-        _ = replaced  // released here, unlocked: a value's deinit may be user code
+        // Released here, unlocked: a value's deinit may be user code.
+        withExtendedLifetime((replaced, spent)) {}
         if schedule { mailbox.schedule() }
         return kept
     }
@@ -400,7 +408,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     @inlinable
     func dropQueue() {
         let dropped = mailboxState.withLock { _ in queue.removeAll(hasPending: hasPending) }
-        _ = dropped  // released here, unlocked
+        withExtendedLifetime(dropped) {}  // released here, unlocked
     }
 }
 
@@ -512,13 +520,15 @@ func _droppingIsolation<Listener: Actor, Payload>(
 /// The value `read` returns, read for an `.initial` and numbered as a
 /// change of the property of `token`'s relation would be
 /// (``_Channel/readAndNumber(_:)``): every change numbered before it stored
-/// a value it includes, and none numbered after it stored an older one
-/// (the number ``_skipChanges(through:_:)`` takes). Without a channel (a
-/// derived key path), a plain read and 0.
+/// a value it includes (the number ``_skipChanges(through:_:)`` takes);
+/// and whether a change numbered after it may have stored before it, a
+/// registrar's mutation being under way (see
+/// ``_Channel/readAndNumberForInitial(_:)``). Without a channel (a derived
+/// key path), a plain read, 0 and `false`.
 @inlinable
-func _readAndNumber<Value>(_ token: ObservationToken, _ read: () -> Value) -> (Value, UInt64) {
-    guard let channel = _channel(of: token) else { return (read(), 0) }
-    return channel.readAndNumber(read)
+func _readAndNumberForInitial<Value>(_ token: ObservationToken, _ read: () -> Value) -> (Value, UInt64, Bool) {
+    guard let channel = _channel(of: token) else { return (read(), 0, false) }
+    return channel.readAndNumberForInitial(read)
 }
 
 /// The channel of `token`'s relation, if it observes one property.

@@ -18,6 +18,17 @@ extension _Hop {
         }
     }
 
+    /// The value an `.initial` told whose read may have seen a store whose
+    /// change comes after it (see ``Queue/baseline``). A box, so that the
+    /// queue of every hop grows by a word, not by a value.
+    @usableFromInline
+    final class Baseline {
+        @usableFromInline let value: Value
+
+        @usableFromInline
+        init(_ value: Value) { self.value = value }
+    }
+
     /// The relation's queued changes. Guarded by the mailbox's lock (every
     /// transition runs inside it, with the mailbox's state at hand);
     /// transitions never release a value there: what they replace or drop
@@ -34,10 +45,24 @@ extension _Hop {
         /// change is delivered before this one arrives, the prior is queued
         /// again in front of it (each delivered change keeps its prior).
         @usableFromInline var priorAwaitsItsChange = false
+        /// A prior notification came while ``baseline`` was kept: told
+        /// just before its change, or dropped with it.
+        @usableFromInline var baselineHoldsPrior = false
         /// The changes numbered up to this one (``_Channel/changeCount``)
         /// are superseded by an `.initial` told on the actor: one of them
         /// still on its way here is dropped when it comes.
         @usableFromInline var supersededThrough: UInt64 = 0
+        /// The value an `.initial` told while a registrar's mutation was
+        /// under way (``_Channel/readAndNumberForInitial(_:)``), so that
+        /// its read may have seen a store whose change is numbered after
+        /// it: the next change is dropped if it brings that value (the
+        /// relation was told it), and otherwise told with it as its old
+        /// value, so that the relation's values chain from its `.initial`.
+        /// A prior notification that comes meanwhile is held until its
+        /// change, and goes with it. While it is kept, `hasPending` stays
+        /// set, so that a change made on the actor comes through
+        /// ``enqueue(_:sequence:coalescing:tellsOld:hop:mailbox:hasPending:)`` too.
+        @usableFromInline var baseline: Baseline?
 
         @usableFromInline
         init() {}
@@ -77,22 +102,33 @@ extension _Hop {
         /// numbered (its delivery runs on another thread, or on the actor),
         /// or an `.initial` superseded it: the check and the queueing are
         /// one step under the lock, so no older change is queued behind a
-        /// newer one.
+        /// newer one. With a ``baseline``, a change is checked against it
+        /// first (`tellsOld`: the relation asks for `.old`); the baseline it
+        /// consumes is returned as `spent`, to release unlocked.
         @inlinable
         mutating func enqueue(
-            _ change: ObservedChange<Value>, sequence: UInt64, coalescing: Bool, hop: _AnyHop,
+            _ change: ObservedChange<Value>, sequence: UInt64, coalescing: Bool, tellsOld: Bool, hop: _AnyHop,
             mailbox: inout _Mailbox.State, hasPending: borrowing Atomic<Bool>
-        ) -> (replaced: ObservedChange<Value>?, schedule: Bool) {
+        ) -> (replaced: ObservedChange<Value>?, schedule: Bool, spent: Baseline?) {
             defer { _checkInvariants(mailbox) }
             if sequence != 0, sequence <= supersededThrough || relationWasToldAfter(sequence) {
-                return (change, false)
+                return (change, false, nil)
             }
+            var change = change
+            var spent: Baseline?
             var schedule = false
+            if _slowPath(baseline != nil) {
+                guard let chained = chainFromBaseline(change, tellsOld: tellsOld, spent: &spent) else {
+                    return (change, false, nil)
+                }
+                if let prior = chained.prior, append(prior, hop: hop, mailbox: &mailbox) { schedule = true }
+                change = chained.change
+            }
             if coalescing {
                 if !isEmpty {
                     if change.isPrior {
                         priorAwaitsItsChange = true
-                        return (change, false)
+                        return (change, false, spent)
                     }
                     let last = items.count - 1
                     if let queued = items[last], !queued.change.isPrior {
@@ -100,7 +136,7 @@ extension _Hop {
                         items[last]!.change = ObservedChange(
                             newValue: change.newValue, oldValue: queued.change.oldValue)
                         if sequence != 0 { items[last]!.sequence = sequence }
-                        return (queued.change, false)
+                        return (queued.change, false, spent)
                     }
                 }
                 if priorAwaitsItsChange {
@@ -115,7 +151,57 @@ extension _Hop {
             }
             if append(change, sequence: sequence, hop: hop, mailbox: &mailbox) { schedule = true }
             hasPending.store(true, ordering: .releasing)
-            return (nil, schedule)
+            return (nil, schedule, spent)
+        }
+
+        /// What the relation is told of `change` after its ``baseline``:
+        /// nothing for a prior notification (held until its change) or for
+        /// a change that brings the baseline's value (dropped, with a held
+        /// prior: the `.initial` told that value); for any other change,
+        /// the change and its held prior, if any, with the baseline as their
+        /// old value (`tellsOld`: the relation asks for `.old`), which it
+        /// consumes into `spent`.
+        @inlinable
+        mutating func chainFromBaseline(
+            _ change: ObservedChange<Value>, tellsOld: Bool, spent: inout Baseline?
+        ) -> (prior: ObservedChange<Value>?, change: ObservedChange<Value>)? {
+            // Unwrapped: the caller checked it.
+            let value = baseline.unsafelyUnwrapped.value
+            if change.isPrior {
+                baselineHoldsPrior = true
+                return nil
+            }
+            let heldPrior = baselineHoldsPrior
+            baselineHoldsPrior = false
+            if let new = change.newValue, _isSameValue(new, value) { return nil }
+            spent = baseline.take()
+            let old = tellsOld ? value : nil
+            return (
+                heldPrior ? ObservedChange(newValue: nil, oldValue: old, isPrior: true) : nil,
+                tellsOld ? ObservedChange(newValue: change.newValue, oldValue: old) : change
+            )
+        }
+
+        /// After an `.initial` that told `value` and whose read may have
+        /// seen a store numbered after it: if a change is still queued
+        /// (behind what the `.initial` superseded, so it does not bring
+        /// `value` unless a prior stands in front of it), it and the priors
+        /// in front of it get `value` as their old value (`tellsOld`);
+        /// otherwise `value` is kept as the ``baseline`` of the next change,
+        /// and `hasPending` stays set.
+        @inlinable
+        mutating func keepBaseline(_ value: Value, tellsOld: Bool, hasPending: borrowing Atomic<Bool>) {
+            baselineHoldsPrior = false
+            for index in head..<items.count {
+                guard let item = items[index] else { continue }
+                if tellsOld {
+                    items[index]!.change = ObservedChange(
+                        newValue: item.change.newValue, oldValue: value, isPrior: item.change.isPrior)
+                }
+                if !item.change.isPrior { return }
+            }
+            baseline = Baseline(value)
+            hasPending.store(true, ordering: .releasing)
         }
 
         /// Appends `change` (numbered `sequence`, or 0), filed in `mailbox`
@@ -163,7 +249,7 @@ extension _Hop {
                 // One change queued (a producer that waits for each
                 // delivery): popped, with nothing left to empty.
                 if let ticket, items[0]?.ticket != ticket { return nil }
-                hasPending.store(false, ordering: .releasing)
+                if baseline == nil { hasPending.store(false, ordering: .releasing) }
                 // Unwrapped: the one slot at `head` is filled.
                 return items.removeLast().unsafelyUnwrapped.change
             }
@@ -177,7 +263,7 @@ extension _Hop {
                 // Only `nil` slots are released here.
                 items._empty(keepingCapacity: items.capacity <= 16)
                 head = 0
-                hasPending.store(false, ordering: .releasing)
+                if baseline == nil { hasPending.store(false, ordering: .releasing) }
             }
             return item.change
         }
@@ -219,7 +305,7 @@ extension _Hop {
                 items._empty(keepingCapacity: items.capacity <= 16)
                 head = 0
             }
-            if taken == 0, isEmpty { hasPending.store(false, ordering: .releasing) }
+            if taken == 0, isEmpty, baseline == nil { hasPending.store(false, ordering: .releasing) }
             return taken
         }
 
@@ -227,7 +313,7 @@ extension _Hop {
         /// `hasPending` is cleared if nothing is queued.
         @inlinable
         mutating func endBatch(hasPending: borrowing Atomic<Bool>) {
-            if isEmpty { hasPending.store(false, ordering: .releasing) }
+            if isEmpty, baseline == nil { hasPending.store(false, ordering: .releasing) }
         }
 
         /// Whether the relation was told a change numbered after `sequence`
@@ -250,8 +336,9 @@ extension _Hop {
         /// oldest `count` queued changes (queued before it read the value,
         /// so that value includes them), those numbered up to `stored`
         /// (numbered before the read: queued ones are in number order, see
-        /// ``enqueue(_:sequence:coalescing:hop:mailbox:hasPending:)``), and
-        /// then those whose new value is `value`: they are removed, and
+        /// ``enqueue(_:sequence:coalescing:tellsOld:hop:mailbox:hasPending:)``),
+        /// and then those whose new value is `value`, each with the prior
+        /// notification in front of it: they are removed, and
         /// returned to release unlocked. Their mailbox entries are skipped
         /// when their turn comes. So is every change numbered up to
         /// `stored` still on its way here.
@@ -261,18 +348,26 @@ extension _Hop {
         ) -> ContiguousArray<Item?> {
             supersededThrough = Swift.max(supersededThrough, stored)
             var dropped: ContiguousArray<Item?> = []
-            while head < items.count, let item = items[head] {
-                let isSuperseded =
-                    dropped.count < count || (item.sequence != 0 && item.sequence <= stored)
+            func isSuperseded(_ item: Item) -> Bool {
+                dropped.count < count || (item.sequence != 0 && item.sequence <= stored)
                     || (!item.change.isPrior && item.change.newValue.map { _isSameValue($0, value) } == true)
-                guard isSuperseded else { break }
+            }
+            while head < items.count, let item = items[head] {
+                var superseded = isSuperseded(item)
+                if !superseded, item.change.isPrior, head + 1 < items.count, let next = items[head + 1],
+                    !next.change.isPrior
+                {
+                    // A prior goes with its change, the next one queued.
+                    superseded = isSuperseded(next)
+                }
+                guard superseded else { break }
                 dropped.append(items[head].take())
                 head += 1
             }
             if isEmpty {
                 items._empty(keepingCapacity: items.capacity <= 16)
                 head = 0
-                hasPending.store(false, ordering: .releasing)
+                if baseline == nil { hasPending.store(false, ordering: .releasing) }
             }
             return dropped
         }
@@ -290,13 +385,14 @@ extension _Hop {
 
         /// Empties the queue, returning what it held (to release unlocked).
         @inlinable
-        mutating func removeAll(hasPending: borrowing Atomic<Bool>) -> ContiguousArray<Item?> {
+        mutating func removeAll(hasPending: borrowing Atomic<Bool>) -> (ContiguousArray<Item?>, Baseline?) {
             defer {
                 items = []
                 head = 0
+                baselineHoldsPrior = false
                 hasPending.store(false, ordering: .releasing)
             }
-            return items
+            return (items, baseline.take())
         }
     }
 }

@@ -37,7 +37,9 @@ public struct ObservationOptions: OptionSet, Sendable, Hashable, CustomStringCon
     ///
     /// One exception: a ``SafeObservationRegistrar``'s property changed on
     /// another thread while the relation is being registered (see "Ordering"
-    /// in the Threading article) may tell that change with `oldValue` `nil`.
+    /// in the Threading article) may tell that change with `oldValue` `nil`,
+    /// unless the relation asked for `.initial` and its handler is isolated
+    /// to an actor (its old value is then the value the `.initial` told).
     ///
     /// ```swift
     /// counter.safeObserve(\.count, by: self, options: [.old, .new]) { _, _, change in

@@ -92,11 +92,18 @@ public final class SafeObservationRegistrar: Sendable {
     /// - Returns: What `mutation` returns.
     /// - Complexity: O(1) amortized when nobody observes `keyPath` (a lock
     ///   and a look-up by identity; for a key path that is not the object
-    ///   first observed, such as a subscript's, its hash and a second look-up),
-    ///   whatever was observed before; otherwise plus one call per relation.
+    ///   first observed, such as a subscript's, its hash and a second look-up,
+    ///   and two atomic counts), whatever was observed before; otherwise plus
+    ///   one call per relation.
     public func withMutation<Object: SafeObservable, Value, Result>(
         of object: Object, keyPath: KeyPath<Object, Value>, _ mutation: () throws -> Result
     ) rethrows -> Result {
+        // Counted from before the store until the change was delivered, so
+        // that a registration's `.initial` read meanwhile knows it may have
+        // seen this store (see `_MutationGauge`).
+        let gauge = _MutationGauge.stripe(for: Unmanaged.passUnretained(object).toOpaque())
+        gauge.begin()
+        defer { gauge.end() }
         let made = sentinelsMade.load(ordering: .acquiring)
         guard let sentinel = sentinel(for: object, keyPath: keyPath, create: false) else {
             let result = try mutation()

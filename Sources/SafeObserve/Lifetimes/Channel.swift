@@ -219,7 +219,9 @@ final class _Channel: Sendable {
         /// store (then it needs the change, which the snapshot did not hold);
         /// after its numbering, it was created with this number or a later
         /// one as told, and is skipped. So a registration that races with a
-        /// registrar's change never misses it. (An `@Observed` property's
+        /// registrar's change never misses it. A relation asking for
+        /// `.prior` is told the change's prior first, as a hop's late one.
+        /// (An `@Observed` property's
         /// writers and registrations are synchronized by the caller: its
         /// changes skip this.)
         ///
@@ -229,8 +231,10 @@ final class _Channel: Sendable {
         func deliverToRelationsAdded(root: AnyObject, change: UnsafeRawPointer, sequence: UInt64, channel: _Channel) {
             guard let current = channel.beginEmission(on: root) else { return }
             current.forEachLiveRelation(phase: .change) { relation, listener in
-                guard relation.ordersChanges, relation.advanceLastChange(to: sequence) else { return }
-                relation.deliver(listener, root, change, .change, sequence)
+                // After its prior, if it asks for one (it was not in the
+                // snapshot of the prior phase).
+                guard relation.ordersChanges else { return }
+                current.tellChange(relation, listener, root: root, change: change, sequence: sequence)
             }
         }
 
@@ -461,7 +465,7 @@ final class _Channel: Sendable {
 
     /// The observed object, never kept alive: identity, and whether it died
     /// (its sentinel may outlive it in a copy of the storage).
-    let object: _UnretainedReference
+    @usableFromInline let object: _UnretainedReference
 
     /// The observed object's identity: its address, taken while it was
     /// alive (so that the sentinel's `deinit` never forms a reference to a
@@ -583,6 +587,27 @@ final class _Channel: Sendable {
             let (exchanged, original) = changeCount.compareExchange(
                 expected: count, desired: count &+ 1, ordering: .acquiringAndReleasing)
             if exchanged { return (new, count &+ 1) }
+            count = original
+        }
+    }
+
+    /// ``readAndNumber(_:)`` for an `.initial`, also telling whether the
+    /// value may include a store whose change is numbered after it: a
+    /// registrar's mutation of an object of the same stripe was under way
+    /// (``_MutationGauge``). Otherwise every store it saw was numbered
+    /// before it.
+    @inlinable
+    func readAndNumberForInitial<Value>(_ readNew: () -> Value) -> (Value, UInt64, mayPrecedeItsChange: Bool) {
+        let gauge = _MutationGauge.stripe(for: object.address)
+        var count = changeCount.load(ordering: .acquiring)
+        while true {
+            let new = readNew()
+            // After the read, before the numbering: zero means that every
+            // mutation whose store the read saw has taken its number.
+            let unsure = gauge.isBusy
+            let (exchanged, original) = changeCount.compareExchange(
+                expected: count, desired: count &+ 1, ordering: .acquiringAndReleasing)
+            if exchanged { return (new, count &+ 1, unsure) }
             count = original
         }
     }

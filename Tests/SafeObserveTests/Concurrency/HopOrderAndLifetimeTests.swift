@@ -273,7 +273,8 @@ private final class Threads: Sendable {
 private final class GatedCount: SafeObservable, Sendable {
     let registrar = SafeObservationRegistrar()
     private let storage = _Mutex(0)
-    private let armed = Atomic<Bool>(false)
+    /// How many reads until the one that waits (0: none waits).
+    private let armed = Atomic<Int>(0)
     let reading = Flag()
     let resume = Flag()
 
@@ -281,7 +282,7 @@ private final class GatedCount: SafeObservable, Sendable {
         get {
             registrar.access(self, keyPath: \.count)
             let value = storage.withLock { $0 }
-            if armed.exchange(false, ordering: .acquiringAndReleasing) {
+            if armed.load(ordering: .acquiring) > 0, armed.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
                 reading.set()
                 spin(until: resume)
             }
@@ -290,17 +291,46 @@ private final class GatedCount: SafeObservable, Sendable {
         set { registrar.withMutation(of: self, keyPath: \.count) { storage.withLock { $0 = newValue } } }
     }
 
-    /// Makes the next read wait (see the type's comment).
-    func armNextRead() { armed.store(true, ordering: .releasing) }
+    /// Makes the next read wait (see the type's comment), or the one
+    /// after `skipping` more.
+    func armNextRead(skipping: Int = 0) { armed.store(1 + skipping, ordering: .releasing) }
+
+    /// Stores `value`, then makes the next read wait: the one `withMutation`
+    /// makes after the store to number and deliver the change.
+    func setThenHoldItsDelivery(_ value: Int) {
+        registrar.withMutation(of: self, keyPath: \.count) {
+            storage.withLock { $0 = value }
+            armNextRead()
+        }
+    }
+
+    /// Sets `entered`, waits inside the mutation until `proceed` is set (10 s
+    /// at most), then stores `value`.
+    func set(_ value: Int, entered: Flag, waitingFor proceed: Flag) {
+        registrar.withMutation(of: self, keyPath: \.count) {
+            entered.set()
+            spin(until: proceed)
+            storage.withLock { $0 = value }
+        }
+    }
+}
+
+/// What a relation was told, one entry per delivery: "initial 1", "prior 1"
+/// (its old value, or "-"), "1→2" ("-→2" without an old value).
+private func logEntry(_ change: ObservedChange<Int>) -> String {
+    let old = change.oldValue.map(String.init) ?? "-"
+    if change.isInitial { return "initial \(change.newValue.map(String.init) ?? "-")" }
+    if change.isPrior { return "prior \(old)" }
+    return "\(old)→\(change.newValue.map(String.init) ?? "-")"
 }
 
 /// Registers, on its own executor, a handler isolated to it.
 private actor GatedRecorder {
-    let log = _Mutex<[(old: Int?, new: Int)]>([])
+    let log = _Mutex<[String]>([])
 
     func observe(_ model: GatedCount, by listener: Peer, options: ObservationOptions) -> ObservationToken {
         model.safeObserve(\.count, by: listener, options: options) { [log] _, _, change in
-            log.withLock { $0.append((change.oldValue, change.newValue!)) }
+            log.withLock { $0.append(logEntry(change)) }
         }
     }
 }
@@ -834,16 +864,120 @@ struct HopOrderAndLifetimeTests {
             isolated
             ? await recorder.observe(model, by: listener, options: options)
             : model.safeObserve(\.count, by: listener, options: options) { [log = recorder.log] _, _, change in
-                log.withLock { $0.append((change.oldValue, change.newValue!)) }
+                log.withLock { $0.append(logEntry(change)) }
             }
         #expect(model.reading.isSet, "the registration never read the property")
         #expect(await within(10) { writer.finished })
         model.count = 2
-        let expected: [(old: Int?, new: Int)] = initial ? [(nil, 1), (1, 2)] : [(1, 2)]
-        let told = await within(10) { recorder.log.withLock { $0.count } == expected.count }
-        let log = recorder.log.withLock { $0 }
-        #expect(told && log.elementsEqual(expected) { $0.old == $1.old && $0.new == $1.new }, "told \(log)")
+        let expected = initial ? ["initial 1", "1→2"] : ["1→2"]
+        _ = await within(10) { recorder.log.withLock { $0.count } >= expected.count }
+        #expect(recorder.log.withLock { $0 } == expected)
         token.invalidate()
+    }
+
+    /// An `.initial` read after another thread's store, whose change that
+    /// thread numbers only after the read, is not followed by that change:
+    /// the relation was told its value (attack round 9, F1: it was told
+    /// `initial 1`, then `0→1`). Another relation, asking for `.old`, makes
+    /// the writer read the old value; the writer's read of the new value
+    /// waits until the registration returned. For a handler isolated to
+    /// the registering actor (`.initial` told during registration), and for
+    /// an actor listener registered from outside it (`.initial` queued).
+    @Test(
+        arguments: [ObservationOptions([.initial, .old, .new]), [.initial, .old, .new, .prior], [.initial, .new]],
+        [false, true])
+    func anInitialRead_afterAStoreNumberedAfterIt_isNotFollowedByThatChange(
+        options: ObservationOptions, actorListener: Bool
+    ) async {
+        let model = GatedCount()
+        let witness = Peer()
+        let kept = model.safeObserve(\.count, by: witness, options: [.old, .new], isolation: nil) { _, _, _ in }
+        let writer = Threads(1) { _ in model.setThenHoldItsDelivery(1) }
+        #expect(await within(10) { model.reading.isSet }, "the writer never read its new value")
+        let (recorder, listener) = (GatedRecorder(), Peer())
+        let token =
+            actorListener
+            ? model.safeObserve(\.count, by: recorder, options: options) { recorder, _, change in
+                recorder.log.withLock { $0.append(logEntry(change)) }
+            } : await recorder.observe(model, by: listener, options: options)
+        model.resume.set()
+        #expect(await within(10) { writer.finished })
+        model.count = 2
+        let tellsOld = options.contains(.old)
+        var expected = ["initial 1", tellsOld ? "1→2" : "-→2"]
+        if options.contains(.prior) { expected.insert("prior 1", at: 1) }
+        _ = await within(10) { recorder.log.withLock { $0.count } >= expected.count }
+        try? await Task.sleep(for: .milliseconds(20))  // a change told late would show now
+        #expect(recorder.log.withLock { $0 } == expected)
+        token.invalidate()
+        kept.invalidate()
+        withExtendedLifetime(listener) {}
+    }
+
+    /// A change stored and numbered while an actor listener's `.initial`
+    /// was being read (queued: registered from outside the actor) is
+    /// superseded by it, and so is the prior notification queued in front
+    /// of it: the relation is told neither, only the `.initial` (which read
+    /// that change's value) and the changes after it.
+    @Test func aChangeNumberedDuringAnInitialRead_goesWithItsPrior() async {
+        let model = GatedCount()
+        let witness = Peer()
+        let kept = model.safeObserve(\.count, by: witness, options: .new, isolation: nil) { _, _, _ in }
+        let recorder = GatedRecorder()
+        let writer = Threads(1) { _ in
+            spin(until: model.reading)
+            model.count = 1  // its prior and its change reach the relation while its `.initial` is read
+            model.resume.set()
+        }
+        // The registration reads the property to resolve its key path, then
+        // for its `.initial`: the second read waits.
+        model.armNextRead(skipping: 1)
+        let token = model.safeObserve(\.count, by: recorder, options: [.initial, .old, .new, .prior]) {
+            recorder, _, change in
+            recorder.log.withLock { $0.append(logEntry(change)) }
+        }
+        #expect(model.reading.isSet, "the registration never read the property")
+        #expect(await within(10) { writer.finished })
+        model.count = 2
+        let expected = ["initial 1", "prior 1", "1→2"]
+        _ = await within(10) { recorder.log.withLock { $0.count } >= expected.count }
+        try? await Task.sleep(for: .milliseconds(20))  // a change told late would show now
+        #expect(recorder.log.withLock { $0 } == expected)
+        token.invalidate()
+        kept.invalidate()
+    }
+
+    /// A relation registered while another thread is inside `withMutation`
+    /// before its store is told that change with the value its `.initial`
+    /// told as `oldValue`, prior notification included (attack round 9,
+    /// F2: both had `oldValue` `nil`, the mutation having begun before the
+    /// relation existed). With the property observed before (an emission
+    /// that reads no old value) and on its first observation (no sentinel
+    /// when the mutation began).
+    @Test(arguments: [false, true], [false, true])
+    func aRelationRegisteredDuringAMutation_isToldItsChange_withTheOldValueItsInitialTold(
+        observedBefore: Bool, prior: Bool
+    ) async {
+        let model = GatedCount()
+        let witness = Peer()
+        let kept =
+            observedBefore
+            ? model.safeObserve(\.count, by: witness, options: .new, isolation: nil) { _, _, _ in } : nil
+        let (entered, registered) = (Flag(), Flag())
+        let writer = Threads(1) { _ in model.set(1, entered: entered, waitingFor: registered) }
+        #expect(await within(10) { entered.isSet })
+        let recorder = GatedRecorder()
+        let options: ObservationOptions = prior ? [.initial, .old, .new, .prior] : [.initial, .old, .new]
+        let listener = Peer()
+        let token = await recorder.observe(model, by: listener, options: options)
+        registered.set()
+        #expect(await within(10) { writer.finished })
+        let expected = prior ? ["initial 0", "prior 0", "0→1"] : ["initial 0", "0→1"]
+        _ = await within(10) { recorder.log.withLock { $0.count } >= expected.count }
+        #expect(recorder.log.withLock { $0 } == expected)
+        token.invalidate()
+        kept?.invalidate()
+        withExtendedLifetime(listener) {}
     }
 
     /// An actor whose executor is a live default actor's shares that
