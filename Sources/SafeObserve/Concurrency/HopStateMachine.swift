@@ -156,7 +156,7 @@ extension _Hop {
 
         /// What the relation is told of `change` after its ``baseline``:
         /// nothing for a prior notification (held until its change) or for
-        /// a change that brings the baseline's value (dropped, with a held
+        /// a change that brings the baseline's value, bit for bit (dropped, with a held
         /// prior: the `.initial` told that value); for any other change,
         /// the change and its held prior, if any, with the baseline as their
         /// old value (`tellsOld`: the relation asks for `.old`), which it
@@ -173,7 +173,11 @@ extension _Hop {
             }
             let heldPrior = baselineHoldsPrior
             baselineHoldsPrior = false
-            if let new = change.newValue, _isSameValue(new, value) { return nil }
+            // Bits, not `==` (user code, and this runs under the lock): the
+            // `.initial` and the change read the same stored value, so a
+            // change that brings it has its bits (a computed value of a
+            // type that is not trivial may not: then it is told, chained).
+            if let new = change.newValue, _hasSameBits(new, value) { return nil }
             spent = baseline.take()
             let old = tellsOld ? value : nil
             return (

@@ -496,12 +496,20 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
 /// enough for most values), or equal for an `Equatable` type.
 @inlinable
 func _isSameValue<Value>(_ a: Value, _ b: Value) -> Bool {
-    let sameBits = withUnsafeBytes(of: a) { a in withUnsafeBytes(of: b) { b in a.elementsEqual(b) } }
+    let sameBits = _hasSameBits(a, b)
     // A trivial value's bits are the value (the dynamic cast below costs
     // thousands of instructions per change).
     if sameBits || _isPOD(Value.self) { return sameBits }
     guard let a = a as? any Equatable else { return false }
     return a._isEqual(to: b)
+}
+
+/// Whether `a` and `b` have the same bits: the same value for a trivial
+/// type, or copies of one stored value (the same references), without
+/// calling any code of the type (so it may run under a lock, unlike `==`).
+@inlinable
+func _hasSameBits<Value>(_ a: Value, _ b: Value) -> Bool {
+    withUnsafeBytes(of: a) { a in withUnsafeBytes(of: b) { b in a.elementsEqual(b) } }
 }
 
 extension Equatable {
