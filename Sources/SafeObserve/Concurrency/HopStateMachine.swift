@@ -18,17 +18,6 @@ extension _Hop {
         }
     }
 
-    /// The value an `.initial` told whose read may have seen a store whose
-    /// change comes after it (see ``Queue/baseline``). A box, so that the
-    /// queue of every hop grows by a word, not by a value.
-    @usableFromInline
-    final class Baseline {
-        @usableFromInline let value: Value
-
-        @usableFromInline
-        init(_ value: Value) { self.value = value }
-    }
-
     /// The relation's queued changes. Guarded by the mailbox's lock (every
     /// transition runs inside it, with the mailbox's state at hand);
     /// transitions never release a value there: what they replace or drop
@@ -37,9 +26,11 @@ extension _Hop {
     struct Queue {
         /// Queued changes from `head` on; delivered slots are `nil`.
         @usableFromInline var items: ContiguousArray<Item?> = []
-        @usableFromInline var head = 0
-        /// The relation, once registered (see ``_Hop/attach(_:)``).
-        @usableFromInline var relation: _RelationReference?
+        /// ``head``, in 32 bits, so that it shares a word with the two
+        /// flags below: the queue (and so every hop) stays 48 bytes with
+        /// ``baseline``. More than 2³² queued changes would take hundreds
+        /// of gigabytes first.
+        @usableFromInline var headIndex: UInt32 = 0
         /// A prior notification was dropped, with `coalescing`, because a
         /// change was waiting that its change would merge into: if that
         /// change is delivered before this one arrives, the prior is queued
@@ -48,6 +39,8 @@ extension _Hop {
         /// A prior notification came while ``baseline`` was kept: told
         /// just before its change, or dropped with it.
         @usableFromInline var baselineHoldsPrior = false
+        /// The relation, once registered (see ``_Hop/attach(_:)``).
+        @usableFromInline var relation: _RelationReference?
         /// The changes numbered up to this one (``_Channel/changeCount``)
         /// are superseded by an `.initial` told on the actor: one of them
         /// still on its way here is dropped when it comes.
@@ -62,10 +55,17 @@ extension _Hop {
         /// change, and goes with it. While it is kept, `hasPending` stays
         /// set, so that a change made on the actor comes through
         /// ``enqueue(_:sequence:coalescing:tellsOld:hop:mailbox:hasPending:)`` too.
-        @usableFromInline var baseline: Baseline?
+        @usableFromInline var baseline: _Baseline<Value>?
 
         @usableFromInline
         init() {}
+
+        /// The index of the oldest queued change in `items`.
+        @inlinable
+        var head: Int {
+            get { Int(headIndex) }
+            set { headIndex = UInt32(truncatingIfNeeded: newValue) }
+        }
 
         @inlinable
         var isEmpty: Bool { head == items.count }
@@ -109,13 +109,13 @@ extension _Hop {
         mutating func enqueue(
             _ change: ObservedChange<Value>, sequence: UInt64, coalescing: Bool, tellsOld: Bool, hop: _AnyHop,
             mailbox: inout _Mailbox.State, hasPending: borrowing Atomic<Bool>
-        ) -> (replaced: ObservedChange<Value>?, schedule: Bool, spent: Baseline?) {
+        ) -> (replaced: ObservedChange<Value>?, schedule: Bool, spent: _Baseline<Value>?) {
             defer { _checkInvariants(mailbox) }
             if sequence != 0, sequence <= supersededThrough || relationWasToldAfter(sequence) {
                 return (change, false, nil)
             }
             var change = change
-            var spent: Baseline?
+            var spent: _Baseline<Value>?
             var schedule = false
             if _slowPath(baseline != nil) {
                 guard let chained = chainFromBaseline(change, tellsOld: tellsOld, spent: &spent) else {
@@ -163,7 +163,7 @@ extension _Hop {
         /// consumes into `spent`.
         @inlinable
         mutating func chainFromBaseline(
-            _ change: ObservedChange<Value>, tellsOld: Bool, spent: inout Baseline?
+            _ change: ObservedChange<Value>, tellsOld: Bool, spent: inout _Baseline<Value>?
         ) -> (prior: ObservedChange<Value>?, change: ObservedChange<Value>)? {
             // Unwrapped: the caller checked it.
             let value = baseline.unsafelyUnwrapped.value
@@ -204,7 +204,7 @@ extension _Hop {
                 }
                 if !item.change.isPrior { return }
             }
-            baseline = Baseline(value)
+            baseline = _Baseline(value)
             hasPending.store(true, ordering: .releasing)
         }
 
@@ -389,7 +389,7 @@ extension _Hop {
 
         /// Empties the queue, returning what it held (to release unlocked).
         @inlinable
-        mutating func removeAll(hasPending: borrowing Atomic<Bool>) -> (ContiguousArray<Item?>, Baseline?) {
+        mutating func removeAll(hasPending: borrowing Atomic<Bool>) -> (ContiguousArray<Item?>, _Baseline<Value>?) {
             defer {
                 items = []
                 head = 0
@@ -399,4 +399,15 @@ extension _Hop {
             return (items, baseline.take())
         }
     }
+}
+
+/// The value an `.initial` told whose read may have seen a store whose
+/// change comes after it (see ``_Hop/Queue/baseline``). A box, so that the
+/// queue of every hop grows by a word, not by a value.
+@usableFromInline
+final class _Baseline<Value> {
+    @usableFromInline let value: Value
+
+    @usableFromInline
+    init(_ value: Value) { self.value = value }
 }
