@@ -309,8 +309,8 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         let coalescing = options.contains(.coalesced)
         let (replaced, schedule, spent) = mailboxState.withLock {
             queue.enqueue(
-                change, sequence: sequence, coalescing: coalescing, tellsOld: options.contains(.old), hop: self,
-                mailbox: &$0, hasPending: hasPending)
+                change, sequence: sequence, coalescing: coalescing, tellsOld: options.contains(.old),
+                object: root.address, hop: self, mailbox: &$0, hasPending: hasPending)
         }
         let kept = replaced == nil
         // Released here, unlocked: a value's deinit may be user code.

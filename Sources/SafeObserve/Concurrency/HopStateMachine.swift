@@ -54,7 +54,7 @@ extension _Hop {
         /// A prior notification that comes meanwhile is held until its
         /// change, and goes with it. While it is kept, `hasPending` stays
         /// set, so that a change made on the actor comes through
-        /// ``enqueue(_:sequence:coalescing:tellsOld:hop:mailbox:hasPending:)`` too.
+        /// ``enqueue(_:sequence:coalescing:tellsOld:object:hop:mailbox:hasPending:)`` too.
         @usableFromInline var baseline: _Baseline<Value>?
 
         @usableFromInline
@@ -107,8 +107,9 @@ extension _Hop {
         /// consumes is returned as `spent`, to release unlocked.
         @inlinable
         mutating func enqueue(
-            _ change: ObservedChange<Value>, sequence: UInt64, coalescing: Bool, tellsOld: Bool, hop: _AnyHop,
-            mailbox: inout _Mailbox.State, hasPending: borrowing Atomic<Bool>
+            _ change: ObservedChange<Value>, sequence: UInt64, coalescing: Bool, tellsOld: Bool,
+            object: UnsafeMutableRawPointer, hop: _AnyHop, mailbox: inout _Mailbox.State,
+            hasPending: borrowing Atomic<Bool>
         ) -> (replaced: ObservedChange<Value>?, schedule: Bool, spent: _Baseline<Value>?) {
             defer { _checkInvariants(mailbox) }
             if sequence != 0, sequence <= supersededThrough || relationWasToldAfter(sequence) {
@@ -118,14 +119,16 @@ extension _Hop {
             var spent: _Baseline<Value>?
             var schedule = false
             if _slowPath(baseline != nil) {
-                guard let chained = chainFromBaseline(change, tellsOld: tellsOld, spent: &spent) else {
+                guard let chained = chainFromBaseline(change, tellsOld: tellsOld, object: object, spent: &spent) else {
                     return (change, false, nil)
                 }
                 if let prior = chained.prior, append(prior, hop: hop, mailbox: &mailbox) { schedule = true }
                 change = chained.change
             }
             if coalescing {
-                if !isEmpty {
+                // A queued `.initial` is told as it is: nothing merges into
+                // it, and a prior after it announces a change of its own.
+                if !isEmpty, items[items.count - 1]?.change.isInitial != true {
                     if change.isPrior {
                         priorAwaitsItsChange = true
                         return (change, false, spent)
@@ -156,14 +159,20 @@ extension _Hop {
 
         /// What the relation is told of `change` after its ``baseline``:
         /// nothing for a prior notification (held until its change) or for
-        /// a change that brings the baseline's value, bit for bit (dropped, with a held
-        /// prior: the `.initial` told that value); for any other change,
-        /// the change and its held prior, if any, with the baseline as their
-        /// old value (`tellsOld`: the relation asks for `.old`), which it
-        /// consumes into `spent`.
+        /// a change that brings the baseline's value, bit for bit (dropped,
+        /// with a held prior: the relation was told that value); for any
+        /// other change, the change and its held prior, if any, with the
+        /// baseline as their old value (`tellsOld`: the relation asks for
+        /// `.old`). The baseline then goes into `spent`, to release
+        /// unlocked; but while another registrar mutation of the object
+        /// (`object`'s stripe, beside the one this change may come from) is
+        /// under way, it began perhaps before the relation existed, so that
+        /// its change may come with no old value: the baseline becomes this
+        /// change's new value, so that the relation's values keep chaining.
         @inlinable
         mutating func chainFromBaseline(
-            _ change: ObservedChange<Value>, tellsOld: Bool, spent: inout _Baseline<Value>?
+            _ change: ObservedChange<Value>, tellsOld: Bool, object: UnsafeMutableRawPointer,
+            spent: inout _Baseline<Value>?
         ) -> (prior: ObservedChange<Value>?, change: ObservedChange<Value>)? {
             // Unwrapped: the caller checked it.
             let value = baseline.unsafelyUnwrapped.value
@@ -179,6 +188,9 @@ extension _Hop {
             // type that is not trivial may not: then it is told, chained).
             if let new = change.newValue, _hasSameBits(new, value) { return nil }
             spent = baseline.take()
+            if let new = change.newValue, _MutationGauge.stripe(for: object).count.load(ordering: .acquiring) > 1 {
+                baseline = _Baseline(new)
+            }
             let old = tellsOld ? value : nil
             return (
                 heldPrior ? ObservedChange(newValue: nil, oldValue: old, isPrior: true) : nil,
@@ -187,24 +199,24 @@ extension _Hop {
         }
 
         /// After an `.initial` that told `value` and whose read may have
-        /// seen a store numbered after it: if a change is still queued
-        /// (behind what the `.initial` superseded, so it does not bring
-        /// `value` unless a prior stands in front of it), it and the priors
-        /// in front of it get `value` as their old value (`tellsOld`);
-        /// otherwise `value` is kept as the ``baseline`` of the next change,
-        /// and `hasPending` stays set.
+        /// seen a store numbered after it: the changes still queued (behind
+        /// what it superseded) and their priors get, in turn, the value the
+        /// relation was told last as their old value (`tellsOld`), and the
+        /// value told last is kept as the ``baseline`` of the changes to
+        /// come (`hasPending` stays set).
         @inlinable
         mutating func keepBaseline(_ value: Value, tellsOld: Bool, hasPending: borrowing Atomic<Bool>) {
             baselineHoldsPrior = false
+            var last = value
             for index in head..<items.count {
                 guard let item = items[index] else { continue }
                 if tellsOld {
                     items[index]!.change = ObservedChange(
-                        newValue: item.change.newValue, oldValue: value, isPrior: item.change.isPrior)
+                        newValue: item.change.newValue, oldValue: last, isPrior: item.change.isPrior)
                 }
-                if !item.change.isPrior { return }
+                if !item.change.isPrior, let new = item.change.newValue { last = new }
             }
-            baseline = _Baseline(value)
+            baseline = _Baseline(last)
             hasPending.store(true, ordering: .releasing)
         }
 
@@ -340,7 +352,7 @@ extension _Hop {
         /// oldest `count` queued changes (queued before it read the value,
         /// so that value includes them), those numbered up to `stored`
         /// (numbered before the read: queued ones are in number order, see
-        /// ``enqueue(_:sequence:coalescing:tellsOld:hop:mailbox:hasPending:)``),
+        /// ``enqueue(_:sequence:coalescing:tellsOld:object:hop:mailbox:hasPending:)``),
         /// and then those whose new value is `value`, each with the prior
         /// notification in front of it: they are removed, and
         /// returned to release unlocked. Their mailbox entries are skipped

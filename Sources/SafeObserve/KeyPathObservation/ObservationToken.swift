@@ -103,7 +103,10 @@ public struct ObservationToken: Hashable, CustomDebugStringConvertible, @uncheck
         _liveRelation?.isLive ?? false
     }
 
-    /// Ends the relation: its handler is never called again and is released.
+    /// Ends the relation: its handler is never called again and is released
+    /// (by a delivery of a change already under way on another thread, as
+    /// soon as that delivery returns: for a ``SafeObservationRegistrar``'s
+    /// property, once its `withMutation` returns).
     ///
     /// Idempotent, callable from any thread, from inside any handler, and after
     /// either side died.

@@ -12,7 +12,7 @@ import Synchronization
 /// change phase of a relation that orders its changes
 /// (``_Relation/ordersChanges``), 0 otherwise: a hop queues such a change
 /// only if nothing newer reached the relation first (see
-/// ``_Hop/Queue/enqueue(_:sequence:coalescing:tellsOld:hop:mailbox:hasPending:)``).
+/// ``_Hop/Queue/enqueue(_:sequence:coalescing:tellsOld:object:hop:mailbox:hasPending:)``).
 @usableFromInline
 typealias _Deliver =
     @Sendable (

@@ -328,6 +328,12 @@ private func logEntry(_ change: ObservedChange<Int>) -> String {
 private actor GatedRecorder {
     let log = _Mutex<[String]>([])
 
+    /// Keeps the actor busy (synchronously) until `gate` opens, or 10 s pass.
+    func hold(entered: Flag, until gate: Flag) {
+        entered.set()
+        spin(until: gate)
+    }
+
     func observe(_ model: GatedCount, by listener: Peer, options: ObservationOptions) -> ObservationToken {
         model.safeObserve(\.count, by: listener, options: options) { [log] _, _, change in
             log.withLock { $0.append(logEntry(change)) }
@@ -945,6 +951,107 @@ struct HopOrderAndLifetimeTests {
         #expect(recorder.log.withLock { $0 } == expected)
         token.invalidate()
         kept.invalidate()
+    }
+
+    /// An actor listener registered from outside its actor with `.initial`
+    /// and `.coalesced` is told its `.initial`, then the change made while
+    /// it waited, separately (attack round 10, F1: the change merged into
+    /// the queued `.initial`, which was lost: told `nil→1` alone, 193 of
+    /// 200 runs).
+    @Test(arguments: [
+        ObservationOptions([.initial, .old, .new, .coalesced]), [.initial, .old, .new, .prior, .coalesced],
+    ])
+    func anActorListenersQueuedInitial_isNotMergedWithTheChangeAfterIt(options: ObservationOptions) async {
+        let model = HopModel()
+        let recorder = GatedRecorder()
+        let (entered, gate) = (Flag(), Flag())
+        Task.detached { await recorder.hold(entered: entered, until: gate) }
+        #expect(await within(10) { entered.isSet }, "the actor never became busy")
+        let token = model.safeObserve(\.count, by: recorder, options: options) { recorder, _, change in
+            recorder.log.withLock { $0.append(logEntry(change)) }
+        }
+        model.count = 1  // queued behind the `.initial`
+        gate.set()
+        let expected = options.contains(.prior) ? ["initial 0", "prior 0", "0→1"] : ["initial 0", "0→1"]
+        _ = await within(10) { recorder.log.withLock { $0.count } >= expected.count }
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(recorder.log.withLock { $0 } == expected)
+        token.invalidate()
+    }
+
+    /// Two threads inside `withMutation` (before their stores) while a
+    /// relation registers: both changes are told chained from its
+    /// `.initial`, though neither mutation read an old value for it
+    /// (attack round 10, F2: the second was told `nil→2`). The first
+    /// writer finishes before the second stores.
+    @Test(arguments: [false, true])
+    func twoMutationsUnderWayDuringARegistration_areBothToldChained(prior: Bool) async {
+        let model = GatedCount()
+        let witness = Peer()
+        let kept = model.safeObserve(\.count, by: witness, options: .new, isolation: nil) { _, _, _ in }
+        let (entered1, proceed1, entered2, proceed2) = (Flag(), Flag(), Flag(), Flag())
+        let first = Threads(1) { _ in model.set(1, entered: entered1, waitingFor: proceed1) }
+        let second = Threads(1) { _ in model.set(2, entered: entered2, waitingFor: proceed2) }
+        #expect(await within(10) { entered1.isSet && entered2.isSet })
+        let (recorder, listener) = (GatedRecorder(), Peer())
+        let options: ObservationOptions = prior ? [.initial, .old, .new, .prior] : [.initial, .old, .new]
+        let token = await recorder.observe(model, by: listener, options: options)
+        proceed1.set()
+        #expect(await within(10) { first.finished })
+        proceed2.set()
+        #expect(await within(10) { second.finished })
+        let expected = prior ? ["initial 0", "prior 0", "0→1", "prior 1", "1→2"] : ["initial 0", "0→1", "1→2"]
+        _ = await within(10) { recorder.log.withLock { $0.count } >= expected.count }
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(recorder.log.withLock { $0 } == expected)
+        token.invalidate()
+        kept.invalidate()
+        withExtendedLifetime(listener) {}
+    }
+
+    /// A relation ended while another thread is inside `withMutation` of
+    /// its property (the change's delivery under way) releases its handler's
+    /// captures once that `withMutation` returns, as Threading.md says, and
+    /// its handler is not called (attack round 10, F3: the captures outlived
+    /// `invalidate()` until then, which the docs did not say).
+    @Test(arguments: [false, true])
+    func aRelationEndedDuringAMutation_releasesItsCapturesWhenTheMutationReturns(isolated: Bool) async {
+        final class Captured: Sendable {
+            let lifetime: LifetimeCounter
+            init(_ lifetime: LifetimeCounter) {
+                self.lifetime = lifetime
+                lifetime.didInit()
+            }
+            deinit { lifetime.didDeinit() }
+        }
+        let model = GatedCount()
+        let lifetime = LifetimeCounter()
+        let calls = Flag()
+        let listener = Peer()
+        var captured: Captured? = Captured(lifetime)
+        let token: ObservationToken =
+            if isolated {
+                await MainActor.run { [captured] in
+                    model.safeObserve(\.count, by: listener) { _, _, _ in
+                        withExtendedLifetime(captured) { calls.set() }
+                    }
+                }
+            } else {
+                model.safeObserve(\.count, by: listener, isolation: nil) { [captured] _, _, _ in
+                    withExtendedLifetime(captured) { calls.set() }
+                }
+            }
+        let (entered, proceed) = (Flag(), Flag())
+        let writer = Threads(1) { _ in model.set(1, entered: entered, waitingFor: proceed) }
+        #expect(await within(10) { entered.isSet })
+        token.invalidate()
+        captured = nil
+        proceed.set()
+        #expect(await within(10) { writer.finished })
+        #expect(await within(10) { lifetime.liveCount == 0 }, "the handler's captures outlived the mutation")
+        try? await Task.sleep(for: .milliseconds(20))
+        #expect(!calls.isSet, "an ended relation's handler was called")
+        withExtendedLifetime(listener) {}
     }
 
     /// A relation registered while another thread is inside `withMutation`
