@@ -1016,14 +1016,6 @@ struct HopOrderAndLifetimeTests {
     /// `invalidate()` until then, which the docs did not say).
     @Test(arguments: [false, true])
     func aRelationEndedDuringAMutation_releasesItsCapturesWhenTheMutationReturns(isolated: Bool) async {
-        final class Captured: Sendable {
-            let lifetime: LifetimeCounter
-            init(_ lifetime: LifetimeCounter) {
-                self.lifetime = lifetime
-                lifetime.didInit()
-            }
-            deinit { lifetime.didDeinit() }
-        }
         let model = GatedCount()
         let lifetime = LifetimeCounter()
         let calls = Flag()
