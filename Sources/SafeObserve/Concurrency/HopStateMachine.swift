@@ -60,6 +60,14 @@ extension _Hop {
         @usableFromInline
         init() {}
 
+        /// Nothing is queued any more: `hasPending` is cleared, unless a
+        /// ``baseline`` is kept (the changes it checks must come through
+        /// the queue).
+        @inlinable
+        func clearPending(_ hasPending: borrowing Atomic<Bool>) {
+            if baseline == nil { hasPending.store(false, ordering: .releasing) }
+        }
+
         /// The index of the oldest queued change in `items`.
         @inlinable
         var head: Int {
@@ -188,7 +196,7 @@ extension _Hop {
             // type that is not trivial may not: then it is told, chained).
             if let new = change.newValue, _hasSameBits(new, value) { return nil }
             spent = baseline.take()
-            if let new = change.newValue, _MutationGauge.stripe(for: object).count.load(ordering: .acquiring) > 1 {
+            if let new = change.newValue, _MutationGauge.stripe(for: object).isBusy(besides: 1) {
                 baseline = _Baseline(new)
             }
             let old = tellsOld ? value : nil
@@ -265,7 +273,7 @@ extension _Hop {
                 // One change queued (a producer that waits for each
                 // delivery): popped, with nothing left to empty.
                 if let ticket, items[0]?.ticket != ticket { return nil }
-                if baseline == nil { hasPending.store(false, ordering: .releasing) }
+                clearPending(hasPending)
                 // Unwrapped: the one slot at `head` is filled.
                 return items.removeLast().unsafelyUnwrapped.change
             }
@@ -279,7 +287,7 @@ extension _Hop {
                 // Only `nil` slots are released here.
                 items._empty(keepingCapacity: items.capacity <= 16)
                 head = 0
-                if baseline == nil { hasPending.store(false, ordering: .releasing) }
+                clearPending(hasPending)
             }
             return item.change
         }
@@ -321,7 +329,7 @@ extension _Hop {
                 items._empty(keepingCapacity: items.capacity <= 16)
                 head = 0
             }
-            if taken == 0, isEmpty, baseline == nil { hasPending.store(false, ordering: .releasing) }
+            if taken == 0, isEmpty { clearPending(hasPending) }
             return taken
         }
 
@@ -329,7 +337,7 @@ extension _Hop {
         /// `hasPending` is cleared if nothing is queued.
         @inlinable
         mutating func endBatch(hasPending: borrowing Atomic<Bool>) {
-            if isEmpty, baseline == nil { hasPending.store(false, ordering: .releasing) }
+            if isEmpty { clearPending(hasPending) }
         }
 
         /// Whether the relation was told a change numbered after `sequence`
@@ -383,7 +391,7 @@ extension _Hop {
             if isEmpty {
                 items._empty(keepingCapacity: items.capacity <= 16)
                 head = 0
-                if baseline == nil { hasPending.store(false, ordering: .releasing) }
+                clearPending(hasPending)
             }
             return dropped
         }

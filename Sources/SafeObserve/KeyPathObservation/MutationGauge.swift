@@ -40,5 +40,10 @@ final class _MutationGauge: Sendable {
 
     /// Whether a mutation of an object of this stripe is under way.
     @inlinable
-    var isBusy: Bool { count.load(ordering: .acquiring) != 0 }
+    var isBusy: Bool { isBusy(besides: 0) }
+
+    /// Whether more than `known` mutations of objects of this stripe are
+    /// under way (`known`: those the caller is inside of).
+    @inlinable
+    func isBusy(besides known: Int) -> Bool { count.load(ordering: .acquiring) > known }
 }

@@ -581,12 +581,22 @@ final class _Channel: Sendable {
     ///   meanwhile.
     @inlinable
     func readAndNumber<Value>(_ readNew: () -> Value) -> (Value, UInt64) {
+        let (new, number, _) = readAndNumber(readNew, afterEachRead: {})
+        return (new, number)
+    }
+
+    /// The loop of ``readAndNumber(_:)``, calling `afterEachRead` between
+    /// each read and its numbering (and returning what the last call
+    /// returned).
+    @inlinable
+    func readAndNumber<Value, Noted>(_ readNew: () -> Value, afterEachRead: () -> Noted) -> (Value, UInt64, Noted) {
         var count = changeCount.load(ordering: .acquiring)
         while true {
             let new = readNew()
+            let noted = afterEachRead()
             let (exchanged, original) = changeCount.compareExchange(
                 expected: count, desired: count &+ 1, ordering: .acquiringAndReleasing)
-            if exchanged { return (new, count &+ 1) }
+            if exchanged { return (new, count &+ 1, noted) }
             count = original
         }
     }
@@ -599,17 +609,9 @@ final class _Channel: Sendable {
     @inlinable
     func readAndNumberForInitial<Value>(_ readNew: () -> Value) -> (Value, UInt64, mayPrecedeItsChange: Bool) {
         let gauge = _MutationGauge.stripe(for: object.address)
-        var count = changeCount.load(ordering: .acquiring)
-        while true {
-            let new = readNew()
-            // After the read, before the numbering: zero means that every
-            // mutation whose store the read saw has taken its number.
-            let unsure = gauge.isBusy
-            let (exchanged, original) = changeCount.compareExchange(
-                expected: count, desired: count &+ 1, ordering: .acquiringAndReleasing)
-            if exchanged { return (new, count &+ 1, unsure) }
-            count = original
-        }
+        // After the read, before the numbering: zero means that every
+        // mutation whose store the read saw has taken its number.
+        return readAndNumber(readNew, afterEachRead: { gauge.isBusy })
     }
 
     /// Takes the snapshot a change is delivered to, or returns `nil` when
