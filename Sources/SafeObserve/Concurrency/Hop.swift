@@ -128,7 +128,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// queues it with ``enqueue(_:)``.
     /// Tells the handler `.initial`, on the actor, during registration: the
     /// value `read` returns, after dropping the changes it supersedes (see
-    /// ``Queue/dropSuperseded(first:through:by:hasPending:)``), so that no change
+    /// ``Queue/dropSuperseded(first:through:by:unsure:hasPending:)``), so that no change
     /// older than it follows it. Nothing when reading ended the relation.
     /// Out of line: inlined, it made the registration too large for the
     /// caller to inline, and so to specialize its handler's thunk (notify
@@ -141,11 +141,11 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         guard token.isActive else { return }
         // A change numbered before the read, still on its way to this
         // relation, is skipped where it is made, or where it is queued if
-        // it got past that (see ``Queue/dropSuperseded(first:through:by:hasPending:)``).
+        // it got past that (see ``Queue/dropSuperseded(first:through:by:unsure:hasPending:)``).
         _skipChanges(through: storedBefore, token)
         let dropped = mailboxState.withLock { _ in
             let dropped = queue.dropSuperseded(
-                first: queuedBefore, through: storedBefore, by: value, hasPending: hasPending)
+                first: queuedBefore, through: storedBefore, by: value, unsure: unsure, hasPending: hasPending)
             // A change numbered after the read may have stored before it.
             if unsure { queue.keepBaseline(value, tellsOld: options.contains(.old), hasPending: hasPending) }
             return dropped
@@ -157,7 +157,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
     /// Queues `.initial`, before the hop is attached (registered off the
     /// actor): the value `read` returns goes in front of the changes queued
     /// since the relation was added, and supersedes those queued or stored
-    /// before the read (see ``Queue/dropSuperseded(first:through:by:hasPending:)``),
+    /// before the read (see ``Queue/dropSuperseded(first:through:by:unsure:hasPending:)``),
     /// so that it is the first delivery on the actor and no older change
     /// follows it. Nothing when reading ended the relation. Out of line, as
     /// ``deliverInitial(to:_:token:read:)``.
@@ -170,7 +170,7 @@ final class _Hop<Listener: AnyObject, Root: AnyObject, Value>: _AnyHop, @uncheck
         _skipChanges(through: storedBefore, token)
         let dropped = mailboxState.withLock { _ in
             let dropped = queue.dropSuperseded(
-                first: queuedBefore, through: storedBefore, by: value, hasPending: hasPending)
+                first: queuedBefore, through: storedBefore, by: value, unsure: unsure, hasPending: hasPending)
             // A change numbered after the read may have stored before it.
             if unsure { queue.keepBaseline(value, tellsOld: options.contains(.old), hasPending: hasPending) }
             queue.prependUnfiled(

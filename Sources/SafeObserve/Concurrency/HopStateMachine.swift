@@ -190,6 +190,10 @@ extension _Hop {
             }
             let heldPrior = baselineHoldsPrior
             baselineHoldsPrior = false
+            // The held prior announces this change: a prior dropped earlier
+            // for a change that was waiting (``priorAwaitsItsChange``) is not
+            // queued again in front of it.
+            if heldPrior { priorAwaitsItsChange = false }
             // Bits, not `==` (user code, and this runs under the lock): the
             // `.initial` and the change read the same stored value, so a
             // change that brings it has its bits (a computed value of a
@@ -214,7 +218,6 @@ extension _Hop {
         /// come (`hasPending` stays set).
         @inlinable
         mutating func keepBaseline(_ value: Value, tellsOld: Bool, hasPending: borrowing Atomic<Bool>) {
-            baselineHoldsPrior = false
             var last = value
             for index in head..<items.count {
                 guard let item = items[index] else { continue }
@@ -299,7 +302,7 @@ extension _Hop {
         /// relation is not attached yet.
         /// Changes at the front of the run that are no longer queued (an
         /// `.initial` told on the actor superseded them, see
-        /// ``dropSuperseded(first:through:by:hasPending:)``) are skipped: `skipped`
+        /// ``dropSuperseded(first:through:by:unsure:hasPending:)``) are skipped: `skipped`
         /// says how many.
         @inlinable
         mutating func take(
@@ -361,32 +364,49 @@ extension _Hop {
         /// so that value includes them), those numbered up to `stored`
         /// (numbered before the read: queued ones are in number order, see
         /// ``enqueue(_:sequence:coalescing:tellsOld:object:hop:mailbox:hasPending:)``),
-        /// and then those whose new value is `value`, each with the prior
-        /// notification in front of it: they are removed, and
-        /// returned to release unlocked. Their mailbox entries are skipped
-        /// when their turn comes. So is every change numbered up to
-        /// `stored` still on its way here.
+        /// and then those whose new value has the bits of `value` (compared
+        /// by bits: `==` is user code, and this runs under the lock): they
+        /// are removed, and returned to release unlocked. Their mailbox
+        /// entries are skipped when their turn comes. So is every change
+        /// numbered up to `stored` still on its way here.
+        ///
+        /// A prior notification goes with its change, the next one queued,
+        /// whatever its own place: queued before the read, it may announce a
+        /// change stored after it. The last one queued, whose change is yet
+        /// to come, is held (``baselineHoldsPrior``) when the read may have
+        /// seen a store numbered after it (`unsure`: a ``baseline`` follows),
+        /// so that it goes with its change; otherwise it stays if it was
+        /// queued after the read began (its change is numbered after the
+        /// `.initial`), and is dropped if it was queued before (its change
+        /// came already, and was superseded or dropped).
         @inlinable
         mutating func dropSuperseded(
-            first count: Int, through stored: UInt64, by value: Value, hasPending: borrowing Atomic<Bool>
+            first count: Int, through stored: UInt64, by value: Value, unsure: Bool,
+            hasPending: borrowing Atomic<Bool>
         ) -> ContiguousArray<Item?> {
             supersededThrough = Swift.max(supersededThrough, stored)
             var dropped: ContiguousArray<Item?> = []
-            func isSuperseded(_ item: Item) -> Bool {
-                dropped.count < count || (item.sequence != 0 && item.sequence <= stored)
-                    || (!item.change.isPrior && item.change.newValue.map { _isSameValue($0, value) } == true)
+            // `offset`: the item's place in the queue when the call began.
+            func isSuperseded(_ item: Item, at offset: Int) -> Bool {
+                offset < count || (item.sequence != 0 && item.sequence <= stored)
+                    || (!item.change.isPrior && item.change.newValue.map { _hasSameBits($0, value) } == true)
             }
+            if unsure, !isEmpty, items[items.count - 1]?.change.isPrior == true {
+                baselineHoldsPrior = true
+                dropped.append(items.removeLast())
+            }
+            var offset = 0
             while head < items.count, let item = items[head] {
-                var superseded = isSuperseded(item)
-                if !superseded, item.change.isPrior, head + 1 < items.count, let next = items[head + 1],
-                    !next.change.isPrior
-                {
-                    // A prior goes with its change, the next one queued.
-                    superseded = isSuperseded(next)
-                }
+                let superseded =
+                    if item.change.isPrior, head + 1 < items.count, let next = items[head + 1], !next.change.isPrior {
+                        isSuperseded(next, at: offset + 1)
+                    } else {
+                        isSuperseded(item, at: offset)
+                    }
                 guard superseded else { break }
                 dropped.append(items[head].take())
                 head += 1
+                offset += 1
             }
             if isEmpty {
                 items._empty(keepingCapacity: items.capacity <= 16)
