@@ -164,6 +164,14 @@ func formValueKeyPathGenerically<Model: OpenModel>(of model: Model) -> Int {
     return ObjectIdentifier(keyPath).hashValue
 }
 
+/// Forms `\CellsModel.cells[index]` and drops it: the derived row's key
+/// path, with no registration.
+@inline(never)
+func formCellKeyPath(_ index: Int) -> Int {
+    let keyPath = \CellsModel.cells[index]
+    return ObjectIdentifier(keyPath).hashValue
+}
+
 /// The same registration with a literal formed in non-generic code.
 @inline(never)
 func observeValue(of model: OpenModel, by sink: Sink) -> ObservationToken {
@@ -315,10 +323,27 @@ public enum Scenarios {
 
     /// Synchronous scenarios added after the asynchronous ones
     /// (``concurrent``), numbered after them: from ``laterStart`` on.
-    public static let later: [Scenario] = observationSeesSafeModels + cellReuse + observableRegistration
+    public static let later: [Scenario] = observationSeesSafeModels + cellReuse + observableRegistration + keyPathFloors
 
     /// The number of the first of ``later``.
     public static var laterStart: Int { all.count + concurrent.count }
+
+    // (issue 33) What the derived row's caller pays before SafeObserve
+    // runs: `\.cells[index]` is a key path with a subscript argument, which
+    // the runtime instantiates anew on every evaluation of the literal
+    // (resolving its argument's type by mangled name each time).
+    static let keyPathFloors: [Scenario] = [
+        Scenario(
+            operation: "observe \\.cells[i], derived", peer: "forming \\.cells[i] alone (floor)",
+            operationsPerIteration: 1
+        ) { n in
+            var total = 0
+            measure(n) { n in
+                for index in 0..<n { total &+= formCellKeyPath(index) }
+            }
+            blackHole(total)
+        }
+    ]
 
     // (issue 16) A computed property is re-tracked on every change: it may
     // read other properties after it.
