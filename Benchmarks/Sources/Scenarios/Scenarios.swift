@@ -172,6 +172,12 @@ func formCellKeyPath(_ index: Int) -> Int {
     return ObjectIdentifier(keyPath).hashValue
 }
 
+/// `keyPath`, hidden from the optimizer.
+@inline(never)
+func opaqueKeyPath<Root, Value>(_ keyPath: KeyPath<Root, Value>) -> KeyPath<Root, Value> {
+    keyPath
+}
+
 /// The same registration with a literal formed in non-generic code.
 @inline(never)
 func observeValue(of model: OpenModel, by sink: Sink) -> ObservationToken {
@@ -342,7 +348,29 @@ public enum Scenarios {
                 for index in 0..<n { total &+= formCellKeyPath(index) }
             }
             blackHole(total)
-        }
+        },
+        // The chain row's change, unobserved, and one read of its key path:
+        // what any observer of an optional chain must at least do per change
+        // (the standard library projects an optional-chaining key path
+        // component by component).
+        Scenario(
+            operation: "chain of depth 8: first link replaced",
+            peer: "unobserved: the set and one read of the key path (floor)", operationsPerIteration: 1
+        ) { n in
+            let root = ChainNode()
+            // Opaque, as the key path an observer is handed: a literal the
+            // optimizer sees is folded into plain property reads.
+            let keyPath = opaqueKeyPath(\ChainNode.next?.next?.next?.next?.next?.next?.next?.value)
+            let tails = [ChainNode.chain(length: 7), ChainNode.chain(length: 7)]
+            var total = 0
+            measure(n) { n in
+                for i in 0..<n {
+                    root.next = tails[i & 1]
+                    total &+= root[keyPath: keyPath] ?? 0
+                }
+            }
+            blackHole((root, tails, total))
+        },
     ]
 
     // (issue 16) A computed property is re-tracked on every change: it may
