@@ -199,11 +199,20 @@ final class _Mailbox: @unchecked Sendable {
     /// job still ends after bounded work, whatever the producers do.
     static let lateArrivals: UInt64 = 64
 
+    /// How many queued deliveries one job takes at most, counted from the
+    /// oldest waiting one. What was queued when a job started grows with
+    /// how long the previous job ran while changes kept coming faster than
+    /// the executor delivered them (attack round 11, F2: an empty main-actor
+    /// job waited more than 3 s behind a flood); so the actor's other work
+    /// waits for at most this many deliveries, whatever the producers do.
+    static let deliveriesPerJob: UInt64 = 1_024
+
     /// The main actor's job, and a custom executor's: delivers the entries
-    /// queued when it started and at most ``lateArrivals`` more, then, if
-    /// more were queued meanwhile, schedules another job for them behind the
-    /// executor's other work. So changes made elsewhere faster than the
-    /// executor delivers them never hold it.
+    /// queued when it started and at most ``lateArrivals`` more (at most
+    /// ``deliveriesPerJob`` in all), then, if more wait, schedules another
+    /// job for them behind the executor's other work. So changes made
+    /// elsewhere faster than the executor delivers them never hold it for
+    /// more than that many deliveries.
     func deliverBatch() {
         if deliver(lateArrivals: Self.lateArrivals) { schedule() }
     }
@@ -223,14 +232,18 @@ final class _Mailbox: @unchecked Sendable {
     }
 
     /// Delivers the waiting entries in order, on the executor: those queued
-    /// before the first entry is taken, and at most `lateArrivals` more;
-    /// whether entries remain (then the job goes on).
+    /// before the first entry is taken, and at most `lateArrivals` more, but
+    /// no more than ``deliveriesPerJob``; whether entries remain (then the
+    /// job goes on).
     func deliver(lateArrivals: UInt64) -> Bool {
         // Set under the lock that takes the first entry.
         var bound: UInt64? = nil
         while true {
             let next = state.withLock { state in
-                if bound == nil { bound = state.nextTicket &+ lateArrivals }
+                if bound == nil {
+                    bound = Swift.min(
+                        state.nextTicket &+ lateArrivals, state.oldestTicket &+ Self.deliveriesPerJob)
+                }
                 return state.next(before: bound)
             }
             // Consumed: the hop it loaded is moved out, not copied.

@@ -43,6 +43,11 @@ extension _Mailbox {
         @inlinable
         var isEmpty: Bool { head == entries.count }
 
+        /// The ticket of the oldest waiting delivery (``nextTicket`` when
+        /// none waits).
+        @inlinable
+        var oldestTicket: UInt64 { isEmpty ? nextTicket : entries[head].firstTicket }
+
         /// Entries waiting imply a job: checked after each transition under
         /// `SAFEOBSERVE_INTERNAL_CHECKS`.
         @inlinable

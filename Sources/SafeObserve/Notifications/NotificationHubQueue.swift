@@ -298,10 +298,11 @@ extension NotificationHub {
             post(style)
         }
 
-        /// Posts the notifications queued with `style` when the job started,
-        /// one at a time, in order, then ends the job. What a handler
-        /// enqueues meanwhile goes to another job, behind the actor's other
-        /// work: a handler that keeps enqueueing never holds the actor.
+        /// Posts the notifications queued with `style` when the job started
+        /// (at most ``State/postsPerJob``), one at a time, in order, then
+        /// ends the job. What a handler or another thread enqueues meanwhile
+        /// goes to another job, behind the actor's other work: whoever keeps
+        /// enqueueing, the actor's other work waits for one job at most.
         private func post(_ style: PostingStyle) {
             let bound = state.withLock { $0.bound(style) }
             while true {

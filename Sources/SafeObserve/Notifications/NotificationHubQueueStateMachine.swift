@@ -148,11 +148,21 @@ extension NotificationHub.Queue {
             var resumes: [CheckedContinuation<Void, Never>]
         }
 
-        /// The number the next notification queued with `style` will get:
-        /// a job posts only those numbered below it when it starts.
+        /// The number the next notification queued with `style` will get,
+        /// but at most ``postsPerJob`` past the first one queued: a job posts
+        /// only those numbered below it when it starts. What was queued when
+        /// a job started grows with how long the previous one ran while
+        /// other threads kept enqueueing faster than the actor posts; so the
+        /// actor's other work waits for at most that many posts.
         func bound(_ style: PostingStyle) -> UInt64 {
-            style == .whenIdle ? idle.endNumber : asap.endNumber
+            style == .whenIdle
+                ? Swift.min(idle.endNumber, idle.firstNumber &+ Self.postsPerJob)
+                : Swift.min(asap.endNumber, asap.firstNumber &+ Self.postsPerJob)
         }
+
+        /// How many queued notifications (coalesced ones included) one job
+        /// takes at most.
+        static let postsPerJob: UInt64 = 1_024
 
         /// The next notification queued with `style` before the job's
         /// `bound`; `nil` when there is none, which ends that style's job

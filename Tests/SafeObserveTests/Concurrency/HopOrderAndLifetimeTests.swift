@@ -247,25 +247,6 @@ private final class LockedCount: SafeObservable, Sendable {
     }
 }
 
-/// Threads started together; ``finished`` once each one's body returned.
-private final class Threads: Sendable {
-    private let returned = Atomic<Int>(0)
-    private let count: Int
-
-    /// Starts `count` threads, each running `body(index)`.
-    init(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
-        self.count = count
-        for index in 0..<count {
-            Thread { [self] in
-                body(index)
-                returned.add(1, ordering: .releasing)
-            }.start()
-        }
-    }
-
-    var finished: Bool { returned.load(ordering: .acquiring) == count }
-}
-
 /// A registrar-backed count whose getter, once armed, reads the value and
 /// then holds the reading thread until `resume` is set (10 s at most): a
 /// registration's first read of it (the one that makes the sentinel) then
