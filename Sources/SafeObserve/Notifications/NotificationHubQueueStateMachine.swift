@@ -155,9 +155,7 @@ extension NotificationHub.Queue {
         /// other threads kept enqueueing faster than the actor posts; so the
         /// actor's other work waits for at most that many posts.
         func bound(_ style: PostingStyle) -> UInt64 {
-            style == .whenIdle
-                ? Swift.min(idle.endNumber, idle.firstNumber &+ Self.postsPerJob)
-                : Swift.min(asap.endNumber, asap.firstNumber &+ Self.postsPerJob)
+            (style == .whenIdle ? idle : asap).endNumber(atMost: Self.postsPerJob)
         }
 
         /// How many queued notifications (coalesced ones included) one job
@@ -302,6 +300,9 @@ extension NotificationHub.Queue {
 
         /// The number the next notification will get.
         var endNumber: UInt64 { base + UInt64(slots.count) }
+
+        /// ``endNumber``, but at most `limit` past ``firstNumber``.
+        func endNumber(atMost limit: UInt64) -> UInt64 { Swift.min(endNumber, firstNumber &+ limit) }
 
         /// The slots from the first queued notification to the last one,
         /// holes included: what a scan visits.
