@@ -123,34 +123,69 @@ extension _Hop {
             if sequence != 0, sequence <= supersededThrough || relationWasToldAfter(sequence) {
                 return (change, false, nil)
             }
-            var change = change
-            var spent: _Baseline<Value>?
-            var schedule = false
+            // A baseline is rare: its check is out of line, so that this
+            // stays small enough for the caller's critical section to
+            // inline it (the coalesced burst row: see Benchmarks/README).
             if _slowPath(baseline != nil) {
-                guard let chained = chainFromBaseline(change, tellsOld: tellsOld, object: object, spent: &spent) else {
-                    return (change, false, nil)
-                }
-                if let prior = chained.prior, append(prior, hop: hop, mailbox: &mailbox) { schedule = true }
-                change = chained.change
+                return enqueueAfterBaseline(
+                    change, sequence: sequence, coalescing: coalescing, tellsOld: tellsOld, object: object, hop: hop,
+                    mailbox: &mailbox, hasPending: hasPending)
             }
+            let (replaced, schedule) = coalesceOrAppend(
+                change, sequence: sequence, coalescing: coalescing, hop: hop, mailbox: &mailbox, hasPending: hasPending)
+            return (replaced, schedule, nil)
+        }
+
+        /// ``enqueue(_:sequence:coalescing:tellsOld:object:hop:mailbox:hasPending:)``
+        /// while a ``baseline`` is kept: the change is checked against it,
+        /// then queued.
+        @inlinable @inline(never)
+        mutating func enqueueAfterBaseline(
+            _ change: ObservedChange<Value>, sequence: UInt64, coalescing: Bool, tellsOld: Bool,
+            object: UnsafeMutableRawPointer, hop: _AnyHop, mailbox: inout _Mailbox.State,
+            hasPending: borrowing Atomic<Bool>
+        ) -> (replaced: ObservedChange<Value>?, schedule: Bool, spent: _Baseline<Value>?) {
+            var spent: _Baseline<Value>?
+            guard let chained = chainFromBaseline(change, tellsOld: tellsOld, object: object, spent: &spent) else {
+                return (change, false, nil)
+            }
+            let schedule = chained.prior.map { append($0, hop: hop, mailbox: &mailbox) } ?? false
+            let (replaced, scheduled) = coalesceOrAppend(
+                chained.change, sequence: sequence, coalescing: coalescing, hop: hop, mailbox: &mailbox,
+                hasPending: hasPending)
+            return (replaced, schedule || scheduled, spent)
+        }
+
+        /// Queues `change`, or with `coalescing` merges it into the waiting
+        /// change (see ``enqueue(_:sequence:coalescing:tellsOld:object:hop:mailbox:hasPending:)``);
+        /// what the merge replaced (or `change`, dropped), and whether the
+        /// mailbox's job must be scheduled.
+        @inlinable @inline(__always)
+        mutating func coalesceOrAppend(
+            _ change: ObservedChange<Value>, sequence: UInt64, coalescing: Bool, hop: _AnyHop,
+            mailbox: inout _Mailbox.State, hasPending: borrowing Atomic<Bool>
+        ) -> (replaced: ObservedChange<Value>?, schedule: Bool) {
+            var schedule = false
             if coalescing {
                 // A queued `.initial` is told as it is: nothing merges into
                 // it, and a prior after it announces a change of its own.
                 if !isEmpty, items[items.count - 1]?.change.isInitial != true {
                     if change.isPrior {
                         priorAwaitsItsChange = true
-                        return (change, false, spent)
+                        return (change, false)
                     }
                     let last = items.count - 1
                     if let queued = items[last], !queued.change.isPrior {
                         priorAwaitsItsChange = false
-                        items[last]!.change = ObservedChange(
-                            newValue: change.newValue, oldValue: queued.change.oldValue)
-                        if sequence != 0 { items[last]!.sequence = sequence }
-                        return (queued.change, false, spent)
+                        // One write: one uniqueness check of the storage.
+                        items[last] = Item(
+                            ticket: queued.ticket,
+                            change: ObservedChange(newValue: change.newValue, oldValue: queued.change.oldValue),
+                            sequence: sequence != 0 ? sequence : queued.sequence)
+                        return (queued.change, false)
                     }
                 }
-                if priorAwaitsItsChange {
+                if _slowPath(priorAwaitsItsChange) {
                     priorAwaitsItsChange = false
                     // The change its prior was dropped for was delivered
                     // meanwhile: this change is announced on its own.
@@ -162,7 +197,7 @@ extension _Hop {
             }
             if append(change, sequence: sequence, hop: hop, mailbox: &mailbox) { schedule = true }
             hasPending.store(true, ordering: .releasing)
-            return (nil, schedule, spent)
+            return (nil, schedule)
         }
 
         /// What the relation is told of `change` after its ``baseline``:
@@ -233,8 +268,9 @@ extension _Hop {
 
         /// Appends `change` (numbered `sequence`, or 0), filed in `mailbox`
         /// if the relation is attached; whether the mailbox's job must be
-        /// scheduled.
-        @inlinable
+        /// scheduled. Out of line: inlined, it made the enqueue too large
+        /// for the caller's critical section to inline.
+        @inlinable @inline(never)
         mutating func append(
             _ change: ObservedChange<Value>, sequence: UInt64 = 0, hop: _AnyHop, mailbox: inout _Mailbox.State
         ) -> Bool {
