@@ -1,3 +1,5 @@
+import Synchronization
+
 /// What a ``_ModelSentinel`` keeps of its trackers, whatever their types.
 @usableFromInline
 // @unchecked Sendable: adds one immutable stored property to `_AnyHop`.
@@ -105,6 +107,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// The value the last tracked read returned (before-the-store
         /// tracking only: what a verification compares with).
         @usableFromInline var lastRead: Value?
+        /// The first key path instance a report named that equals
+        /// ``_ObservableTracker/keyPath``; set once (see
+        /// ``_ObservableTracker/equalReportedKeyPathAddress``).
+        var equalReportedKeyPath: AnyKeyPath?
     }
 
     @usableFromInline let keyPath: KeyPath<Root, Value>
@@ -119,6 +125,14 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     let mailbox: _Mailbox?
     @usableFromInline weak var sentinel: _ModelSentinel?
     @usableFromInline let state = _Mutex(State())
+
+    /// The address of the state's `equalReportedKeyPath` once set (0
+    /// before): a report names its key path by an instance of
+    /// Observation's, which then matches by identity instead of `==`.
+    /// Relaxed: an instance the reporter holds at that address is the kept
+    /// one, which never dies before the tracker, so no other object can
+    /// have its address.
+    @usableFromInline let equalReportedKeyPathAddress = Atomic<UInt>(0)
 
     /// Where its sentinel files it.
     let key: _ModelSentinel.TrackerKey
@@ -274,9 +288,33 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             changed: { [weak self, sentinel] fired in
                 guard let self else { return fired.cancel() }
                 self.changed(
-                    generation: generation, fired: fired, sentinel: sentinel,
-                    keepsReads: self.readsOnlyItself && fired.reports(self.keyPath))
+                    generation: generation, fired: fired, sentinel: sentinel, keepsReads: self.reportsItself(fired))
             })
+    }
+
+    /// Whether `fired` reported the key path itself, and its read reads
+    /// nothing else (see ``readsOnlyItself``): then the job may keep the
+    /// tracking installed.
+    @inlinable
+    func reportsItself(_ fired: borrowing _FiredTracking) -> Bool {
+        guard readsOnlyItself, let changed = fired.changedKeyPath else { return false }
+        if equalReportedKeyPathAddress.load(ordering: .relaxed) == UInt(bitPattern: ObjectIdentifier(changed)) {
+            return true
+        }
+        return reportsItselfSlowly(changed)
+    }
+
+    /// ``reportsItself(_:)`` for a key path instance not compared yet:
+    /// compared with `==` (about 400 instructions), and remembered if equal.
+    @usableFromInline
+    func reportsItselfSlowly(_ changed: AnyKeyPath) -> Bool {
+        guard changed === keyPath || changed == keyPath else { return false }
+        state.withLock { state in
+            guard state.equalReportedKeyPath == nil else { return }
+            state.equalReportedKeyPath = changed
+            equalReportedKeyPathAddress.store(UInt(bitPattern: ObjectIdentifier(changed)), ordering: .relaxed)
+        }
+        return true
     }
 
     // MARK: Reports and the job
@@ -298,7 +336,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         switch action {
         case .none: break
         case .schedule: schedule()
-        case .cancel(let tracking): tracking.cancel()
+        case .cancel: fired.cancel()
         }
     }
 

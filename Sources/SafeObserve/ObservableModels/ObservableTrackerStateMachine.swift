@@ -64,13 +64,22 @@ struct _ObservableTrackerStateMachine {
     /// tracking reported since the last delivery).
     private var verifiesOnly = false
 
+    /// The generation filed last in ``fired``: a continuous tracking
+    /// reports each change with the same one, which is then filed already
+    /// (checked without scanning ``fired``).
+    private var filedGeneration: UInt64 = 0
+
+    /// What the report does after unlocking. Trivial, with no payload: the
+    /// caller holds the tracking that reported (an `ObservationTracking`,
+    /// whose layout is resilient, so that a payload cost a value witness
+    /// call per copy on every report).
     @usableFromInline
     enum ChangedAction {
         case none
         /// Schedule the delivery job.
         case schedule
         /// The tracker stopped: cancel the tracking that reported.
-        case cancel(_FiredTracking)
+        case cancel
     }
 
     /// The generation of the first tracking, installed by the tracker's
@@ -87,12 +96,12 @@ struct _ObservableTrackerStateMachine {
     /// reporting the key path itself).
     @usableFromInline
     mutating func changed(
-        generation: UInt64, tracking: _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool
+        generation: UInt64, tracking: borrowing _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool
     ) -> ChangedAction {
         if !keepsReads, phase != .stopped { needsTracking = true }
         switch phase {
         case .stopped:
-            return .cancel(tracking)
+            return .cancel
         case .idle:
             phase = .scheduled
             verifiesOnly = false
@@ -115,10 +124,12 @@ struct _ObservableTrackerStateMachine {
         }
     }
 
-    private mutating func file(_ generation: UInt64, _ tracking: _FiredTracking) {
+    private mutating func file(_ generation: UInt64, _ tracking: borrowing _FiredTracking) {
         // A continuous tracking reports every change until cancelled: one
         // entry per tracking.
-        if !fired.contains(where: { $0.generation == generation }) { fired.append((generation, tracking)) }
+        guard generation != filedGeneration else { return }
+        filedGeneration = generation
+        if !fired.contains(where: { $0.generation == generation }) { fired.append((generation, copy tracking)) }
     }
 
     /// The job begins: the trackings to cancel once the job installed the
@@ -173,6 +184,7 @@ struct _ObservableTrackerStateMachine {
         defer {
             // Its buffer is kept: a report files into it without allocating.
             fired.removeAll(keepingCapacity: true)
+            filedGeneration = 0
             verifiesOnly = false
             needsTracking = false
         }
@@ -212,6 +224,7 @@ struct _ObservableTrackerStateMachine {
         phase = .stopped
         defer {
             fired = []
+            filedGeneration = 0
             keptSentinel = nil
         }
         return (fired.map { $0.tracking }, keptSentinel)

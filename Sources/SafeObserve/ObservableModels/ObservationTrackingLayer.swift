@@ -21,12 +21,14 @@
 /// registrar it was installed in.
 @usableFromInline
 // @unchecked Sendable: an `ObservationTracking` is Sendable where its
-// type is visible; the public path has none (nil).
+// type is visible; the public path holds nothing.
 struct _FiredTracking: @unchecked Sendable {
+    // Not optional: an optional of `ObservationTracking`, whose layout is
+    // resilient, costs a value witness call at each test of it.
     #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
-        let tracking: ObservationTracking?
+        let tracking: ObservationTracking
     #else
-        let tracking: Void?
+        let tracking: Void
     #endif
 
     /// Removes the tracking's closure from its registrars (a one-shot
@@ -34,19 +36,18 @@ struct _FiredTracking: @unchecked Sendable {
     @usableFromInline
     func cancel() {
         #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
-            tracking?.cancel()
+            tracking.cancel()
         #endif
     }
 
-    /// Whether the change it reported was of `keyPath` itself (the key path
-    /// a model's registrar names; `false` where that is not known).
+    /// The key path whose change it reported, as the model's registrar
+    /// names it (`nil` where that is not known).
     @usableFromInline
-    func reports(_ keyPath: AnyKeyPath) -> Bool {
+    var changedKeyPath: AnyKeyPath? {
         #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
-            guard let changed = tracking?.changed else { return false }
-            return changed === keyPath || changed == keyPath
+            tracking.changed
         #else
-            false
+            nil
         #endif
     }
 }
@@ -78,7 +79,7 @@ enum _ObservationTrackingLayer {
         #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
             withObservationTracking(read, didSet: { changed(_FiredTracking(tracking: $0)) })
         #else
-            withObservationTracking(read, onChange: { changed(_FiredTracking(tracking: nil)) })
+            withObservationTracking(read, onChange: { changed(_FiredTracking(tracking: ())) })
         #endif
     }
 }
