@@ -309,6 +309,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     @usableFromInline
     func reportsItselfSlowly(_ changed: AnyKeyPath) -> Bool {
         guard changed === keyPath || changed == keyPath else { return false }
+        // Another equal instance is kept already (a generic model's key
+        // path may be formed anew at each store): no lock.
+        guard equalReportedKeyPathAddress.load(ordering: .relaxed) == 0 else { return true }
         state.withLock { state in
             guard state.equalReportedKeyPath == nil else { return }
             state.equalReportedKeyPath = changed
