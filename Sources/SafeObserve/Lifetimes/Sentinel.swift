@@ -17,21 +17,14 @@
 /// an ``_ObservableSentinel``, which carries the Observation registrar the
 /// property reports to.
 @usableFromInline
-// @unchecked Sendable: its stored properties are immutable `Sendable`
-// values (the subclass states its own).
+// @unchecked Sendable: its one stored property is an immutable `Sendable`
+// value (the subclass states its own).
 class _Sentinel: @unchecked Sendable {
     @usableFromInline
     final let channel: _Channel
 
-    /// Whether it is an ``_ObservableSentinel``: a byte the accessors test
-    /// instead of the class (whose comparison calls a metadata accessor);
-    /// it fits in the allocation's padding.
-    @usableFromInline
-    final let reportsToObservation: Bool
-
     /// The sentinel of the property `keyPath` (as declared) of `object`.
-    init(object: AnyObject, keyPath: AnyKeyPath, reportsToObservation: Bool = false) {
-        self.reportsToObservation = reportsToObservation
+    init(object: AnyObject, keyPath: AnyKeyPath) {
         channel = _Channel(object: object, keyPath: keyPath)
         _SentinelIndex.insert(channel)
     }

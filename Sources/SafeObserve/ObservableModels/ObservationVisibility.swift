@@ -89,20 +89,20 @@ final class _ObservableSentinel: _Sentinel, @unchecked Sendable {
     init(object: AnyObject, keyPath: AnyKeyPath, sameness: _Sameness) {
         isSame = sameness.isSame
         comparesBits = sameness.comparesBits
-        super.init(object: object, keyPath: keyPath, reportsToObservation: true)
+        super.init(object: object, keyPath: keyPath)
     }
 
     /// Calls `body` with the sentinel at `address` (a sentinel field's
-    /// bits) if it is an `_ObservableSentinel`, borrowed: a flag of the
-    /// sentinel is tested, no cast and no retain. The caller holds the object whose
+    /// bits) if it is an `_ObservableSentinel`, borrowed: its class is
+    /// compared, no cast and no retain. The caller holds the object whose
     /// field holds the sentinel. Returns `absent` otherwise.
     @inlinable @inline(__always)
     static func withBorrowed<Result>(
         at address: UnsafeRawPointer, absent: Result, _ body: (_ObservableSentinel) -> Result
     ) -> Result {
         Unmanaged<_Sentinel>.fromOpaque(address)._withUnsafeGuaranteedRef { sentinel in
-            guard sentinel.reportsToObservation else { return absent }
-            // unsafeDowncast: only `_ObservableSentinel` reports to Observation.
+            guard type(of: sentinel) == _ObservableSentinel.self else { return absent }
+            // unsafeDowncast: its class was just compared.
             return body(unsafeDowncast(sentinel, to: _ObservableSentinel.self))
         }
     }
