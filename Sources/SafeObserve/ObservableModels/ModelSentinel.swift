@@ -10,8 +10,9 @@
 /// releases those closures, and the sentinel's `deinit` tears down every
 /// relation on the key path, as a `SafeObservable` property's sentinel
 /// does: at once, whether or not a delivery is queued (with the one-shot
-/// tracking, a queued delivery's tracker keeps the sentinel, and the watch
-/// below ends the relations).
+/// tracking, or after a burst cancelled the continuous one, a queued
+/// delivery's tracker keeps the sentinel, and the watch below ends the
+/// relations).
 ///
 /// A key path that also reads other models (`\.account.balance`) installs
 /// its tracking in their registrars too, which keep the closure until they

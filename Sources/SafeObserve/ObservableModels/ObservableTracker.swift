@@ -329,12 +329,14 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// re-tracks. A continuous one (after the store) stays installed until
     /// the job cancels it, so the model's registrar still holds the
     /// sentinel: kept by nothing else, it dies with the model and ends the
-    /// relations at once, whatever the job waits for.
+    /// relations at once, whatever the job waits for; unless a burst's
+    /// change cancelled it early (see ``_ObservableTrackerStateMachine``):
+    /// then the job keeps the sentinel, and the model's death watch ends
+    /// the relations.
     @inlinable
     func changed(generation: UInt64, fired: _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool) {
-        let kept = _ObservationTrackingLayer.reportsAfterTheStore ? nil : sentinel
         let action = state.withLock {
-            $0.machine.changed(generation: generation, tracking: fired, sentinel: kept, keepsReads: keepsReads)
+            $0.machine.changed(generation: generation, tracking: fired, sentinel: sentinel, keepsReads: keepsReads)
         }
         switch action {
         case .none: break
@@ -356,7 +358,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// The job, on the tracker's isolation.
     @inlinable
     func deliver() {
-        guard let (cancel, generation, verifiesOnly) = state.withLock({ $0.machine.beginDelivery() }) else { return }
+        guard let (cancel, generation, readsAgain, verifiesOnly) = state.withLock({ $0.machine.beginDelivery() })
+        else { return }
         // unsafeDowncast: the model this tracker was made for.
         guard let model = model.load().map({ unsafeDowncast($0, to: Root.self) }) else {
             for tracking in cancel { tracking.cancel() }
@@ -393,6 +396,12 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // After the next tracking is installed: a change made in between
         // reported to these, and the job runs again.
         for tracking in cancel { tracking.cancel() }
+        // Unless a burst cancelled them already: then a change stored between
+        // the read and the installation reported to nothing, so the key path
+        // is read again (unlocked: `==` is the value type's code).
+        if readsAgain, !_isSameValue(model[keyPath: keyPath], value) {
+            state.withLock { $0.machine.markDirty() }
+        }
         // Whether an entry's relation ended: then they are removed after.
         var sawEnded = false
         // Whether an entry was told its `.initial` (it is cleared after).

@@ -22,6 +22,15 @@
 /// continuous one stays installed, and needs replacing only after a report
 /// of a property other than the key path itself (a chain's link, a computed
 /// property's input). Reports of the key path alone leave it installed.
+///
+/// A burst: a continuous tracking that reports while a job is already due
+/// (scheduled, or running and due to run again) is cancelled at once, so
+/// that the burst's further changes report to nothing (Observation's
+/// report to an installed tracking costs several thousand instructions per
+/// change). The machine keeps the model's sentinel meanwhile (the
+/// tracking's closure held it); the next job re-tracks, and reads the key
+/// path once more after installing its tracking, since no older tracking
+/// covers a change stored between its read and the installation.
 @usableFromInline
 struct _ObservableTrackerStateMachine {
     @usableFromInline
@@ -48,11 +57,16 @@ struct _ObservableTrackerStateMachine {
     private var fired: [(generation: UInt64, tracking: _FiredTracking)] = []
     /// The model's sentinel, from a report to the end of the job it
     /// scheduled: the fired tracking's closure may be all that held it, and
-    /// a one-shot tracking drops its closure once it fired. Reports of a
-    /// continuous tracking (after the store) pass none: the model's
-    /// registrar holds the sentinel until the job cancels the tracking, and
-    /// the sentinel must die with the model (see ``_ModelSentinel``).
+    /// a one-shot tracking drops its closure once it fired. A continuous
+    /// tracking (after the store) keeps it in the model's registrar until
+    /// the job cancels the tracking, so that the sentinel dies with the
+    /// model (see ``_ModelSentinel``): it is kept here only once a burst
+    /// cancelled that tracking early.
     private var keptSentinel: _ModelSentinel?
+    /// A burst cancelled a continuous tracking early: the next job reads
+    /// the key path again after installing its tracking (see the type's
+    /// discussion).
+    private var cancelledEarly = false
     /// The generation of the next tracking installed.
     private var nextGeneration: UInt64 = 1
     /// The generation of the tracking installed last.
@@ -78,7 +92,8 @@ struct _ObservableTrackerStateMachine {
         case none
         /// Schedule the delivery job.
         case schedule
-        /// The tracker stopped: cancel the tracking that reported.
+        /// Cancel the tracking that reported: the tracker stopped, or a
+        /// burst's change found a job already due.
         case cancel
     }
 
@@ -93,11 +108,13 @@ struct _ObservableTrackerStateMachine {
 
     /// A tracking of generation `generation` reported a change; `keepsReads`
     /// says whether the job may keep it installed (a continuous tracking
-    /// reporting the key path itself).
+    /// reporting the key path itself). `sentinel` is the model's, which the
+    /// tracking's closure holds.
     @usableFromInline
     mutating func changed(
         generation: UInt64, tracking: borrowing _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool
     ) -> ChangedAction {
+        let continuous = _ObservationTrackingLayer.reportsAfterTheStore
         if !keepsReads, phase != .stopped { needsTracking = true }
         switch phase {
         case .stopped:
@@ -106,21 +123,25 @@ struct _ObservableTrackerStateMachine {
             phase = .scheduled
             verifiesOnly = false
             file(generation, tracking)
-            keptSentinel = keptSentinel ?? sentinel
+            if !continuous { keptSentinel = keptSentinel ?? sentinel }
             return .schedule
-        case .scheduled:
-            verifiesOnly = false
+        case .delivering(dirty: false):
+            phase = .delivering(dirty: true)
+            file(generation, tracking)
+            if !continuous { keptSentinel = keptSentinel ?? sentinel }
+            return .none
+        case .scheduled, .delivering(dirty: true):
+            if phase == .scheduled { verifiesOnly = false }
             file(generation, tracking)
             // Scheduled without a report (`verify()`, `redeliver()`), no
             // sentinel is kept yet; the tracking that reported, which held
-            // it, is gone.
+            // it, is gone (one-shot) or cancelled now.
             keptSentinel = keptSentinel ?? sentinel
-            return .none
-        case .delivering:
-            phase = .delivering(dirty: true)
-            file(generation, tracking)
-            keptSentinel = keptSentinel ?? sentinel
-            return .none
+            guard continuous else { return .none }
+            // A burst: a job is due already.
+            needsTracking = true
+            cancelledEarly = true
+            return .cancel
         }
     }
 
@@ -174,10 +195,14 @@ struct _ObservableTrackerStateMachine {
 
     /// The job begins: the trackings to cancel once the job read the key
     /// path, the generation of the tracking it installs for that read
-    /// (`nil`: it reads untracked, the installed tracking stays), and whether
-    /// it only verifies; `nil` if the tracker stopped.
+    /// (`nil`: it reads untracked, the installed tracking stays), whether
+    /// it reads the key path again once that tracking is installed (a burst
+    /// cancelled a tracking early), and whether it only verifies; `nil` if
+    /// the tracker stopped.
     @usableFromInline
-    mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64?, verifiesOnly: Bool)? {
+    mutating func beginDelivery() -> (
+        cancel: [_FiredTracking], generation: UInt64?, readsAgain: Bool, verifiesOnly: Bool
+    )? {
         guard phase == .scheduled else { return nil }
         phase = .delivering(dirty: false)
         deliveriesBegun &+= 1
@@ -187,17 +212,18 @@ struct _ObservableTrackerStateMachine {
             filedGeneration = 0
             verifiesOnly = false
             needsTracking = false
+            cancelledEarly = false
         }
         var cancel: [_FiredTracking] = []
         guard needsTracking || verifiesOnly else {
             // The installed tracking stays; older ones that reported go.
             for (generation, tracking) in fired where generation != installedGeneration { cancel.append(tracking) }
-            return (cancel, nil, false)
+            return (cancel, nil, false, false)
         }
         for (_, tracking) in fired { cancel.append(tracking) }
         installedGeneration = nextGeneration
         nextGeneration &+= 1
-        return (cancel, installedGeneration, verifiesOnly)
+        return (cancel, installedGeneration, cancelledEarly, verifiesOnly)
     }
 
     /// The job ends: whether to schedule another (a change came while it

@@ -348,6 +348,35 @@ struct ObservableModelTests {
         withExtendedLifetime(listener) {}
     }
 
+    /// Bursts made on another thread, each racing the delivery of the one
+    /// before: a burst's first change schedules a job, the next ones find
+    /// it due and cancel the tracking (so that they cost no report), and
+    /// the job tracks again. None is lost: once each burst is over, the
+    /// handler is told the model's value, and each delivery's old value is
+    /// the previous one's new value.
+    @Test func burstsMadeOnOtherThreads_areNeverLost() async {
+        let store = OStore()
+        let listener = Listener()
+        let told = Deliveries<Int>()
+        store.safeObserve(\.count, by: listener, options: [.old, .new], isolation: nil) { _, _, change in
+            told.append(change)
+        }
+        var value = 0
+        var lost = 0
+        for round in 1...300 {
+            let first = value + 1
+            value += round % 7 + 2
+            let last = value
+            onAnotherThread { for next in first...last { store.count = next } }
+            let deadline = ContinuousClock.now + .seconds(2)
+            while told.all.last?.newValue != last, ContinuousClock.now < deadline { await Task.yield() }
+            if told.all.last?.newValue != last { lost += 1 }
+        }
+        #expect(lost == 0, "\(lost) of 300 bursts made on another thread never reached the handler whole")
+        #expect(chainProblems(told.all, from: 0, to: value) == [])
+        withExtendedLifetime(listener) {}
+    }
+
     // MARK: Lifetimes
 
     /// The listener dies: its handler is never called again, and the

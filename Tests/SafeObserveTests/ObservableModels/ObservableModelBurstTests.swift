@@ -1,0 +1,143 @@
+// A burst of changes to an `@Observable` model while a delivery is due:
+// the burst's later changes cancel the tracking, so that they cost no
+// report (see `_ObservableTrackerStateMachine`). What users rely on holds
+// through it: no change is lost, and the model's death ends the relations
+// without delivering anything.
+
+import Dispatch
+import Observation
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time, but
+// for the store its getter makes (see `slowCount`).
+private final class Meter: @unchecked Sendable {
+    var count = 0
+    /// Set once: the next read of `slowCount` stores this in `count` after
+    /// reading it, as a store made on another thread at that moment would.
+    @ObservationIgnored let storeAfterRead = _Mutex<Int?>(nil)
+    @ObservationIgnored let lifetime: LifetimeCounter?
+
+    init(lifetime: LifetimeCounter? = nil) {
+        self.lifetime = lifetime
+        lifetime?.didInit()
+    }
+    deinit { lifetime?.didDeinit() }
+
+    /// `count`, with a store of `storeAfterRead` right after the read (once).
+    var slowCount: Int {
+        let read = count
+        if let stored = storeAfterRead.withLock({ value in
+            defer { value = nil }
+            return value
+        }) {
+            count = stored
+        }
+        return read
+    }
+}
+
+/// An actor on an executor the test can hold, to make a delivery wait.
+private actor MeterHost {
+    let executor = HoldableExecutor()
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    func observe(
+        _ keyPath: any KeyPath<Meter, Int> & Sendable, of meter: Meter, by listener: Peer, _ captured: Captured?,
+        _ told: EventLog
+    ) {
+        meter.safeObserve(keyPath, by: listener, options: [.old, .new]) { _, _, change in
+            _ = captured
+            told.record(describe(change))
+        }
+    }
+
+    func sync() {}
+}
+
+@Suite("Bursts of changes to an @Observable model")
+struct ObservableModelBurstTests {
+    /// The burst's second change cancels the tracking while the job waits;
+    /// the job then reads the key path, and a change stored right after
+    /// that read, before the job's new tracking is installed, reports to no
+    /// tracking at all. It is delivered all the same (the job reads the key
+    /// path again once its tracking is installed).
+    @Test func aChangeStoredWhileTheJobTracksAgain_afterABurst_isDelivered() async {
+        let meter = Meter()
+        let listener = Peer()
+        let host = MeterHost()
+        let told = EventLog()
+        await host.observe(\.slowCount, of: meter, by: listener, nil, told)
+
+        host.executor.hold()
+        meter.count = 1  // schedules the job, which waits
+        meter.count = 2  // a burst: cancels the tracking
+        meter.storeAfterRead.withLock { $0 = 3 }
+        host.executor.release()
+        await host.sync()
+
+        // The job tells 2, then runs again and tells 3. (Waits 10 seconds at
+        // most: what fails here is a delivery that never comes.)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while told.entries != ["0->2", "2->3"], ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(meter.count == 3)
+        #expect(told.entries == ["0->2", "2->3"], "the store right after the job's read was lost: \(told.entries)")
+        withExtendedLifetime(listener) {}
+    }
+
+    /// The model dies after a burst, while its delivery waits for the busy
+    /// actor: the burst cancelled the tracking that held the model's
+    /// sentinel, so the relation ends within the model's death watch (half
+    /// a second), not in the model's deinit; its handler and captures are
+    /// released then, and nothing is delivered.
+    @Test func theModelDies_afterABurst_whileItsDeliveryWaits_endsTheRelation_andDeliversNothing() async {
+        let models = LifetimeCounter()
+        let captures = LifetimeCounter()
+        let listener = Peer()
+        let host = MeterHost()
+        let told = EventLog()
+        var meter: Meter? = Meter(lifetime: models)
+        weak let weakMeter = meter
+        await host.observe(\.count, of: meter!, by: listener, Captured(captures), told)
+        #expect(captures.liveCount == 1)
+
+        host.executor.hold()
+        for value in 1...10 { meter!.count = value }
+        meter = nil
+        #expect(weakMeter == nil, "the relation kept the model alive")
+        #expect(models.deinitCount == 1)
+        #expect(await eventually { captures.deinitCount == 1 }, "the handler was kept after the model's death")
+
+        host.executor.release()
+        await host.sync()
+        #expect(told.entries.isEmpty, "delivered after the model died: \(told.entries)")
+        #expect(SafeObservation.relations(observedBy: listener).isEmpty)
+        #expect(captures.liveCount == 0)
+    }
+
+    /// A burst while the delivery waits is one delivery, from the value
+    /// told last to the value after the burst; the changes after it are
+    /// reported again (the job tracked again).
+    @Test func aBurst_isOneDelivery_andLaterChangesAreReportedAgain() async {
+        let meter = Meter()
+        let listener = Peer()
+        let host = MeterHost()
+        let told = EventLog()
+        await host.observe(\.count, of: meter, by: listener, nil, told)
+
+        host.executor.hold()
+        for value in 1...100 { meter.count = value }
+        host.executor.release()
+        await host.sync()
+        #expect(await eventually { told.entries == ["0->100"] }, "told \(told.entries)")
+
+        meter.count = 101
+        #expect(await eventually { told.entries == ["0->100", "100->101"] }, "told \(told.entries)")
+        withExtendedLifetime(listener) {}
+    }
+}
