@@ -396,11 +396,13 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // After the next tracking is installed: a change made in between
         // reported to these, and the job runs again.
         for tracking in cancel { tracking.cancel() }
-        // Unless a burst cancelled them already: then a change stored between
-        // the read and the installation reported to nothing, so the key path
-        // is read again (unlocked: `==` is the value type's code).
+        // But those follow what the key path read before (or were cancelled
+        // by a burst): a store between the read and the installation to a
+        // link or branch read only now reported to nothing, so the key path
+        // is read again, and on a difference the job runs again and tracks
+        // again (unlocked: `==` is the value type's code).
         if readsAgain, !_isSameValue(model[keyPath: keyPath], value) {
-            state.withLock { $0.machine.markDirty() }
+            state.withLock { $0.machine.readChangedAfterTracking() }
         }
         // Whether an entry's relation ended: then they are removed after.
         var sawEnded = false

@@ -28,9 +28,14 @@
 /// that the burst's further changes report to nothing (Observation's
 /// report to an installed tracking costs several thousand instructions per
 /// change). The machine keeps the model's sentinel meanwhile (the
-/// tracking's closure held it); the next job re-tracks, and reads the key
-/// path once more after installing its tracking, since no older tracking
-/// covers a change stored between its read and the installation.
+/// tracking's closure held it); the next job re-tracks.
+///
+/// A job that installs a tracking reads the key path once more after the
+/// installation: the trackings still installed cover what the key path
+/// read before (none, after a burst), not what it reads now, so a store
+/// between the job's read and the installation (to a new link, say)
+/// reported to nothing. If the value changed, the job runs again and
+/// tracks again (``readChangedAfterTracking()``).
 @usableFromInline
 struct _ObservableTrackerStateMachine {
     @usableFromInline
@@ -63,10 +68,6 @@ struct _ObservableTrackerStateMachine {
     /// model (see ``_ModelSentinel``): it is kept here only once a burst
     /// cancelled that tracking early.
     private var keptSentinel: _ModelSentinel?
-    /// A burst cancelled a continuous tracking early: the next job reads
-    /// the key path again after installing its tracking (see the type's
-    /// discussion).
-    private var cancelledEarly = false
     /// The generation of the next tracking installed.
     private var nextGeneration: UInt64 = 1
     /// The generation of the tracking installed last.
@@ -140,7 +141,6 @@ struct _ObservableTrackerStateMachine {
             guard continuous else { return .none }
             // A burst: a job is due already.
             needsTracking = true
-            cancelledEarly = true
             return .cancel
         }
     }
@@ -175,6 +175,19 @@ struct _ObservableTrackerStateMachine {
         }
     }
 
+    /// The running job read the key path again once its tracking was
+    /// installed, and the value had changed: a store landed between its
+    /// read and the installation, which may have replaced what the key path
+    /// reads (a chain's link, a computed property's branch) while the new
+    /// tracking follows what the first read read. The job runs again, and
+    /// tracks again.
+    @usableFromInline
+    mutating func readChangedAfterTracking() {
+        guard case .delivering = phase else { return }
+        phase = .delivering(dirty: true)
+        needsTracking = true
+    }
+
     /// The running job skipped a relation released meanwhile: it runs
     /// again.
     @usableFromInline
@@ -196,9 +209,11 @@ struct _ObservableTrackerStateMachine {
     /// The job begins: the trackings to cancel once the job read the key
     /// path, the generation of the tracking it installs for that read
     /// (`nil`: it reads untracked, the installed tracking stays), whether
-    /// it reads the key path again once that tracking is installed (a burst
-    /// cancelled a tracking early), and whether it only verifies; `nil` if
-    /// the tracker stopped.
+    /// it reads the key path again once that tracking is installed (always
+    /// when it installs one: the trackings still installed cover what the
+    /// key path read before, not a new link or branch it reads now, nor a
+    /// burst's, which was cancelled; see ``readChangedAfterTracking()``),
+    /// and whether it only verifies; `nil` if the tracker stopped.
     @usableFromInline
     mutating func beginDelivery() -> (
         cancel: [_FiredTracking], generation: UInt64?, readsAgain: Bool, verifiesOnly: Bool
@@ -212,7 +227,6 @@ struct _ObservableTrackerStateMachine {
             filedGeneration = 0
             verifiesOnly = false
             needsTracking = false
-            cancelledEarly = false
         }
         var cancel: [_FiredTracking] = []
         guard needsTracking || verifiesOnly else {
@@ -223,7 +237,7 @@ struct _ObservableTrackerStateMachine {
         for (_, tracking) in fired { cancel.append(tracking) }
         installedGeneration = nextGeneration
         nextGeneration &+= 1
-        return (cancel, installedGeneration, cancelledEarly, verifiesOnly)
+        return (cancel, installedGeneration, true, verifiesOnly)
     }
 
     /// The job ends: whether to schedule another (a change came while it
