@@ -27,6 +27,33 @@ private final class Meter: @unchecked Sendable {
     }
     deinit { lifetime?.didDeinit() }
 
+    var link = MeterLink(0)
+    /// Set once: the next read of `linkValue` stores this in the link it
+    /// read, right after reading it.
+    @ObservationIgnored let storeToLinkAfterRead = _Mutex<Int?>(nil)
+    /// Set once: the next read of `linkValue` replaces the link with this,
+    /// right after reading it.
+    @ObservationIgnored let replaceLinkAfterRead = _Mutex<MeterLink?>(nil)
+
+    /// `link.value`, with the stores above right after the read (once each).
+    var linkValue: Int {
+        let current = link
+        let read = current.value
+        if let stored = storeToLinkAfterRead.withLock({ value in
+            defer { value = nil }
+            return value
+        }) {
+            current.value = stored
+        }
+        if let next = replaceLinkAfterRead.withLock({ value in
+            defer { value = nil }
+            return value
+        }) {
+            link = next
+        }
+        return read
+    }
+
     /// `count`, with a store of `storeAfterRead` right after the read (once).
     var slowCount: Int {
         let read = count
@@ -38,6 +65,13 @@ private final class Meter: @unchecked Sendable {
         }
         return read
     }
+}
+
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
+private final class MeterLink: @unchecked Sendable {
+    var value: Int
+    init(_ value: Int) { self.value = value }
 }
 
 /// An actor on an executor the test can hold, to make a delivery wait.
@@ -87,6 +121,63 @@ struct ObservableModelBurstTests {
         }
         #expect(meter.count == 3)
         #expect(told.entries == ["0->2", "2->3"], "the store right after the job's read was lost: \(told.entries)")
+        withExtendedLifetime(listener) {}
+    }
+
+    /// A change replaced the chain's link; right after the job read the new
+    /// link, and before its tracking was installed, the new link changed
+    /// (the trackings installed follow the old link). The job reads again,
+    /// runs again, and the new link stays tracked.
+    @Test func aNewLinkChangedRightAfterTheJobsRead_isDelivered_andStaysTracked() async {
+        let meter = Meter()
+        let listener = Peer()
+        let host = MeterHost()
+        let told = EventLog()
+        await host.observe(\.linkValue, of: meter, by: listener, nil, told)
+
+        host.executor.hold()
+        meter.link = MeterLink(5)
+        meter.storeToLinkAfterRead.withLock { $0 = 6 }
+        host.executor.release()
+        await host.sync()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while told.entries.last != "5->6", ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        meter.link.value = 7
+        while told.entries.last != "6->7", ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(told.entries == ["0->5", "5->6", "6->7"], "told \(told.entries)")
+        withExtendedLifetime(listener) {}
+    }
+
+    /// After a burst (its tracking cancelled), the link is replaced right
+    /// after the job's read, before its tracking is installed: the job's
+    /// second read sees it, and the job that runs again tracks the new
+    /// link, so its later changes are delivered (not lost for good).
+    @Test func aLinkReplacedRightAfterTheJobsRead_afterABurst_isTrackedFromThen() async {
+        let meter = Meter()
+        let listener = Peer()
+        let host = MeterHost()
+        let told = EventLog()
+        await host.observe(\.linkValue, of: meter, by: listener, nil, told)
+
+        host.executor.hold()
+        meter.link.value = 1
+        meter.link.value = 2  // a burst: cancels the tracking
+        meter.replaceLinkAfterRead.withLock { $0 = MeterLink(9) }
+        host.executor.release()
+        await host.sync()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while told.entries.last != "2->9", ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        meter.link.value = 10
+        while told.entries.last != "9->10", ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(told.entries == ["0->2", "2->9", "9->10"], "told \(told.entries)")
         withExtendedLifetime(listener) {}
     }
 
