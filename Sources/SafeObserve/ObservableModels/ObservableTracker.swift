@@ -358,8 +358,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// The job, on the tracker's isolation.
     @inlinable
     func deliver() {
-        guard let (cancel, generation, readsAgain, verifiesOnly) = state.withLock({ $0.machine.beginDelivery() })
-        else { return }
+        guard let (cancel, generation, verifiesOnly) = state.withLock({ $0.machine.beginDelivery() }) else { return }
         // unsafeDowncast: the model this tracker was made for.
         guard let model = model.load().map({ unsafeDowncast($0, to: Root.self) }) else {
             for tracking in cancel { tracking.cancel() }
@@ -401,7 +400,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // link or branch read only now reported to nothing, so the key path
         // is read again, and on a difference the job runs again and tracks
         // again (unlocked: `==` is the value type's code).
-        if readsAgain, !_isSameValue(model[keyPath: keyPath], value) {
+        if generation != nil, !_isSameValue(model[keyPath: keyPath], value) {
             state.withLock { $0.machine.readChangedAfterTracking() }
         }
         // Whether an entry's relation ended: then they are removed after.

@@ -208,16 +208,12 @@ struct _ObservableTrackerStateMachine {
 
     /// The job begins: the trackings to cancel once the job read the key
     /// path, the generation of the tracking it installs for that read
-    /// (`nil`: it reads untracked, the installed tracking stays), whether
-    /// it reads the key path again once that tracking is installed (always
-    /// when it installs one: the trackings still installed cover what the
-    /// key path read before, not a new link or branch it reads now, nor a
-    /// burst's, which was cancelled; see ``readChangedAfterTracking()``),
-    /// and whether it only verifies; `nil` if the tracker stopped.
+    /// (`nil`: it reads untracked, the installed tracking stays; a job
+    /// that installs one reads again after, see
+    /// ``readChangedAfterTracking()``), and whether it only verifies; `nil`
+    /// if the tracker stopped.
     @usableFromInline
-    mutating func beginDelivery() -> (
-        cancel: [_FiredTracking], generation: UInt64?, readsAgain: Bool, verifiesOnly: Bool
-    )? {
+    mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64?, verifiesOnly: Bool)? {
         guard phase == .scheduled else { return nil }
         phase = .delivering(dirty: false)
         deliveriesBegun &+= 1
@@ -232,12 +228,12 @@ struct _ObservableTrackerStateMachine {
         guard needsTracking || verifiesOnly else {
             // The installed tracking stays; older ones that reported go.
             for (generation, tracking) in fired where generation != installedGeneration { cancel.append(tracking) }
-            return (cancel, nil, false, false)
+            return (cancel, nil, false)
         }
         for (_, tracking) in fired { cancel.append(tracking) }
         installedGeneration = nextGeneration
         nextGeneration &+= 1
-        return (cancel, installedGeneration, true, verifiesOnly)
+        return (cancel, installedGeneration, verifiesOnly)
     }
 
     /// The job ends: whether to schedule another (a change came while it

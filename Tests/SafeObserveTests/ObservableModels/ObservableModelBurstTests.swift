@@ -92,6 +92,13 @@ private actor MeterHost {
     func sync() {}
 }
 
+/// Waits until `told`'s last entry is `entry`, 10 seconds at most: what
+/// these tests catch is a delivery that never comes.
+private func waitForLast(_ entry: String, in told: EventLog) async {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while told.entries.last != entry, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(2)) }
+}
+
 @Suite("Bursts of changes to an @Observable model")
 struct ObservableModelBurstTests {
     /// The burst's second change cancels the tracking while the job waits;
@@ -113,12 +120,8 @@ struct ObservableModelBurstTests {
         host.executor.release()
         await host.sync()
 
-        // The job tells 2, then runs again and tells 3. (Waits 10 seconds at
-        // most: what fails here is a delivery that never comes.)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while told.entries != ["0->2", "2->3"], ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(2))
-        }
+        // The job tells 2, then runs again and tells 3.
+        await waitForLast("2->3", in: told)
         #expect(meter.count == 3)
         #expect(told.entries == ["0->2", "2->3"], "the store right after the job's read was lost: \(told.entries)")
         withExtendedLifetime(listener) {}
@@ -140,14 +143,9 @@ struct ObservableModelBurstTests {
         meter.storeToLinkAfterRead.withLock { $0 = 6 }
         host.executor.release()
         await host.sync()
-        let deadline = ContinuousClock.now + .seconds(10)
-        while told.entries.last != "5->6", ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(2))
-        }
+        await waitForLast("5->6", in: told)
         meter.link.value = 7
-        while told.entries.last != "6->7", ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(2))
-        }
+        await waitForLast("6->7", in: told)
         #expect(told.entries == ["0->5", "5->6", "6->7"], "told \(told.entries)")
         withExtendedLifetime(listener) {}
     }
@@ -169,14 +167,9 @@ struct ObservableModelBurstTests {
         meter.replaceLinkAfterRead.withLock { $0 = MeterLink(9) }
         host.executor.release()
         await host.sync()
-        let deadline = ContinuousClock.now + .seconds(10)
-        while told.entries.last != "2->9", ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(2))
-        }
+        await waitForLast("2->9", in: told)
         meter.link.value = 10
-        while told.entries.last != "9->10", ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(2))
-        }
+        await waitForLast("9->10", in: told)
         #expect(told.entries == ["0->2", "2->9", "9->10"], "told \(told.entries)")
         withExtendedLifetime(listener) {}
     }
