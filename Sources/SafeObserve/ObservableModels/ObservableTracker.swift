@@ -33,6 +33,40 @@ class _AnyObservableTracker: _AnyHop, @unchecked Sendable {
     var isStopped: Bool { false }
 }
 
+/// What the closure of one tracking holds: the model's sentinel, until a
+/// newer tracking of the same tracker is installed.
+///
+/// The closure of every tracking installed in the model's registrar must
+/// hold the sentinel, so that the model's death (its registrar releasing
+/// them) releases it (see ``_ModelSentinel``). But a tracking the tracker
+/// replaced without its having reported (a job re-tracked because a store
+/// landed during its read) cannot be cancelled: Observation hands out a
+/// tracking only when it reports. If its read dropped the last reference to
+/// an object it read (a link replaced on another thread), Observation
+/// installed it in that object's dead registrar storage, which it keeps for
+/// good. So its hold lets go of the sentinel once a newer tracking's holds
+/// it, and only Observation's storage stays.
+@usableFromInline
+// @unchecked Sendable: `sentinel` is set in `init`, then reached only under
+// the lock of the tracker that made it; `generation` is immutable.
+final class _SentinelHold: @unchecked Sendable {
+    @usableFromInline var sentinel: _ModelSentinel?
+    /// The generation of its tracking (the newest one's hold keeps it).
+    let generation: UInt64
+
+    @usableFromInline
+    init(_ sentinel: _ModelSentinel?, generation: UInt64) {
+        self.sentinel = sentinel
+        self.generation = generation
+    }
+
+    /// Lets go of the sentinel, returned to be released unlocked.
+    func takeSentinel() -> _ModelSentinel? {
+        defer { sentinel = nil }
+        return sentinel
+    }
+}
+
 /// Delivers the changes of one key path of one `@Observable` model to the
 /// relations registered on it from one isolation (an actor, or none).
 ///
@@ -111,6 +145,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// ``_ObservableTracker/keyPath``; set once (see
         /// ``_ObservableTracker/equalReportedKeyPathAddress``).
         var equalReportedKeyPath: AnyKeyPath?
+        /// The hold of the newest tracking installed; weak, as the closures
+        /// that hold it must be all that keeps the sentinel (see
+        /// ``_SentinelHold``).
+        weak var installedHold: _SentinelHold?
     }
 
     @usableFromInline let keyPath: KeyPath<Root, Value>
@@ -222,9 +260,14 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // The first relation's read installed the first tracking, after
         // the read: a change stored in between reported to nothing, so the
         // key path is read again now that the tracking is installed.
-        let redelivers =
-            initialInJob != nil || ((metAJob || isFirst) && !_isSameValue(model[keyPath: keyPath], value))
-        if redelivers, state.withLock({ $0.machine.redeliver() }) { schedule() }
+        // On a difference after the first read, the job also tracks again:
+        // the first tracking may follow a link replaced in between.
+        let differs = (metAJob || isFirst) && !_isSameValue(model[keyPath: keyPath], value)
+        if isFirst, differs {
+            if state.withLock({ $0.machine.firstReadChangedAfterTracking() }) { schedule() }
+        } else if initialInJob != nil || differs, state.withLock({ $0.machine.redeliver() }) {
+            schedule()
+        }
         // Bounded: the ended relations go whenever the entries doubled.
         if removesEnded { removeEnded(from: state.withLock { $0.entries }) }
         return value
@@ -282,14 +325,34 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     @inlinable
     func track(_ model: Root, generation: UInt64) -> Value {
         let keyPath = keyPath
-        let sentinel = sentinel
-        return _ObservationTrackingLayer.track(
+        let hold = _SentinelHold(sentinel, generation: generation)
+        let value = _ObservationTrackingLayer.track(
             { model[keyPath: keyPath] },
-            changed: { [weak self, sentinel] fired in
+            changed: { [weak self, hold] fired in
                 guard let self else { return fired.cancel() }
-                self.changed(
-                    generation: generation, fired: fired, sentinel: sentinel, keepsReads: self.reportsItself(fired))
+                self.changed(generation: generation, fired: fired, hold: hold, keepsReads: self.reportsItself(fired))
             })
+        installed(hold)
+        return value
+    }
+
+    /// The tracking of `hold` is installed: the older one's hold lets go
+    /// of the sentinel (or this one's does, if a newer one is installed
+    /// already). The older tracking may stay installed until it reports,
+    /// or for good in the storage of a model that its read dropped (see
+    /// ``_SentinelHold``); the newest holds the sentinel for both.
+    @usableFromInline
+    func installed(_ hold: _SentinelHold) {
+        let released = state.withLock { state -> _ModelSentinel? in
+            if let newest = state.installedHold, newest.generation > hold.generation {
+                return hold.takeSentinel()
+            }
+            defer { state.installedHold = hold }
+            return state.installedHold?.takeSentinel()
+        }
+        // Unlocked: the job or the registration holds it too, but the
+        // sentinel's deinit ends relations.
+        _ = released
     }
 
     /// Whether `fired` reported the key path itself, and its read reads
@@ -334,9 +397,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// then the job keeps the sentinel, and the model's death watch ends
     /// the relations.
     @inlinable
-    func changed(generation: UInt64, fired: _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool) {
+    func changed(generation: UInt64, fired: _FiredTracking, hold: _SentinelHold, keepsReads: Bool) {
         let action = state.withLock {
-            $0.machine.changed(generation: generation, tracking: fired, sentinel: sentinel, keepsReads: keepsReads)
+            $0.machine.changed(generation: generation, tracking: fired, sentinel: hold.sentinel, keepsReads: keepsReads)
         }
         switch action {
         case .none: break

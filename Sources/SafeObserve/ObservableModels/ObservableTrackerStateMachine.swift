@@ -188,6 +188,18 @@ struct _ObservableTrackerStateMachine {
         needsTracking = true
     }
 
+    /// The first registration read the key path again once its tracking
+    /// was installed, and the value had changed: as in
+    /// ``readChangedAfterTracking()``, that tracking may follow what the key
+    /// path no longer reads, so a job runs, and tracks again. Whether to
+    /// schedule it.
+    @usableFromInline
+    mutating func firstReadChangedAfterTracking() -> Bool {
+        guard phase != .stopped else { return false }
+        needsTracking = true
+        return redeliver()
+    }
+
     /// The running job skipped a relation released meanwhile: it runs
     /// again.
     @usableFromInline

@@ -3,6 +3,13 @@
 // report (see `_ObservableTrackerStateMachine`). What users rely on holds
 // through it: no change is lost, and the model's death ends the relations
 // without delivering anything.
+//
+// A link replaced inside a tracked read stays alive in the tests (`replaced`)
+// past the read: a tracked read that drops the last reference to an object it
+// read gets its tracking installed in that dead object's registrar storage,
+// where nothing can cancel it (Observation gives the tracking's handle only
+// when it reports), so Observation's storage of it leaks (ARCHITECTURE.md,
+// "What Observation cannot let go"). These tests are about deliveries.
 
 import Dispatch
 import Observation
@@ -99,7 +106,7 @@ private func waitForLast(_ entry: String, in told: EventLog) async {
     while told.entries.last != entry, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(2)) }
 }
 
-@Suite("Bursts of changes to an @Observable model")
+@Suite("Bursts of changes to an @Observable model", .serialized)  // one counts the sentinels of `Meter`
 struct ObservableModelBurstTests {
     /// The burst's second change cancels the tracking while the job waits;
     /// the job then reads the key path, and a change stored right after
@@ -164,6 +171,8 @@ struct ObservableModelBurstTests {
         host.executor.hold()
         meter.link.value = 1
         meter.link.value = 2  // a burst: cancels the tracking
+        // Kept alive past the job's tracked read (see the file's header).
+        let replaced = meter.link
         meter.replaceLinkAfterRead.withLock { $0 = MeterLink(9) }
         host.executor.release()
         await host.sync()
@@ -171,7 +180,56 @@ struct ObservableModelBurstTests {
         meter.link.value = 10
         await waitForLast("9->10", in: told)
         #expect(told.entries == ["0->2", "2->9", "9->10"], "told \(told.entries)")
-        withExtendedLifetime(listener) {}
+        withExtendedLifetime((listener, replaced)) {}
+    }
+
+    /// A job's tracking followed a link replaced during its read, and a
+    /// newer tracking replaced it without its having reported: it stays
+    /// installed in the replaced link's registrar (Observation gives no way
+    /// to cancel it). It must not keep SafeObserve's side alive: once the
+    /// model dies, its sentinel goes, with the replaced link still alive.
+    @Test func aTrackingReplacedBeforeItReported_keepsNothingOfTheModelsAlive() async {
+        let captures = LifetimeCounter()
+        var meter: Meter? = Meter()
+        let listener = Peer()
+        let host = MeterHost()
+        let told = EventLog()
+        await host.observe(\.linkValue, of: meter!, by: listener, Captured(captures), told)
+        host.executor.hold()
+        meter!.link.value = 1
+        meter!.link.value = 2
+        let replaced = meter!.link
+        meter!.replaceLinkAfterRead.withLock { $0 = MeterLink(9) }
+        host.executor.release()
+        await host.sync()
+        await waitForLast("2->9", in: told)
+        #expect(_ModelSentinels._count(ofModelsOf: Meter.self) == 1)
+
+        meter = nil
+        #expect(await eventually { captures.deinitCount == 1 }, "the handler was kept after the model's death")
+        #expect(
+            await eventually { _ModelSentinels._count(ofModelsOf: Meter.self) == 0 },
+            "the replaced link's registrar keeps the model's sentinel")
+        withExtendedLifetime((listener, replaced)) {}
+    }
+
+    /// The first registration's tracked read sees the link replaced right
+    /// after it read the old one, before its tracking was installed (which
+    /// follows the old link): it reads again, and the job it schedules
+    /// tracks the new link, so the new link's changes are delivered.
+    @Test func aLinkReplacedRightAfterTheFirstRegistrationsRead_isTrackedFromThen() async {
+        let meter = Meter()
+        let listener = Peer()
+        let host = MeterHost()
+        let told = EventLog()
+        let replaced = meter.link
+        meter.replaceLinkAfterRead.withLock { $0 = MeterLink(9) }
+        await host.observe(\.linkValue, of: meter, by: listener, nil, told)
+        await waitForLast("0->9", in: told)
+        meter.link.value = 10
+        await waitForLast("9->10", in: told)
+        #expect(told.entries == ["0->9", "9->10"], "told \(told.entries)")
+        withExtendedLifetime((listener, replaced)) {}
     }
 
     /// The model dies after a burst, while its delivery waits for the busy
