@@ -21,10 +21,13 @@ extension SafeObservation {
     /// them. Relations of listeners that died and were not cleaned up yet are
     /// left out.
     ///
-    /// The objects it describes are held while the text is built, so that
-    /// none can die and have its address reused mid-picture: one whose last
-    /// other reference is dropped meanwhile is deinitialized when this
-    /// returns, on this thread. Meant for debugging, not for hot paths.
+    /// It keeps no object alive: each relation's listener and observed
+    /// object are held only while that relation is read, so an object whose
+    /// last other reference is dropped meanwhile dies then, and its
+    /// relations end as usual. A relation that ends while the picture is
+    /// built may still be in it; nodes are told apart by identity, so an
+    /// object made at the address of one that died meanwhile would share its
+    /// node. Meant for debugging, not for hot paths.
     ///
     /// - Parameter roots: The objects whose relations to describe (as
     ///   listener or observed object); every live relation when `nil`.
@@ -83,19 +86,37 @@ extension SafeObservation {
     }
 }
 
-/// One relation of ``SafeObservation/graph(of:)``.
+/// One relation of ``SafeObservation/graph(of:)``: its two ends by identity
+/// and type name, not held (the picture keeps no object alive).
 struct _GraphEdge: Comparable {
     enum TargetKind { case object, hub }
 
-    let listener: AnyObject
-    let target: AnyObject
+    /// One end of an edge.
+    struct Node {
+        let id: ObjectIdentifier
+        let typeName: String
+
+        init(_ object: AnyObject) {
+            id = ObjectIdentifier(object)
+            typeName = String(describing: type(of: object))
+        }
+    }
+
+    let listener: Node
+    let target: Node
     let targetKind: TargetKind
     let label: String
 
+    init(listener: AnyObject, target: AnyObject, targetKind: TargetKind, label: String) {
+        self.listener = Node(listener)
+        self.target = Node(target)
+        self.targetKind = targetKind
+        self.label = label
+    }
+
     private var key: (String, String, String, UInt, UInt) {
         (
-            String(describing: type(of: target)), label, String(describing: type(of: listener)),
-            UInt(bitPattern: ObjectIdentifier(target)), UInt(bitPattern: ObjectIdentifier(listener))
+            target.typeName, label, listener.typeName, UInt(bitPattern: target.id), UInt(bitPattern: listener.id)
         )
     }
 
@@ -106,12 +127,11 @@ struct _GraphEdge: Comparable {
     static func dot(_ edges: [_GraphEdge]) -> String {
         var numbers: [ObjectIdentifier: Int] = [:]
         var nodes: [String] = []
-        func node(_ object: AnyObject, shape: String) -> String {
-            let id = ObjectIdentifier(object)
-            if let number = numbers[id] { return "n\(number)" }
+        func node(_ node: Node, shape: String) -> String {
+            if let number = numbers[node.id] { return "n\(number)" }
             let number = numbers.count
-            numbers[id] = number
-            nodes.append("  n\(number) [label=\(quoted(String(describing: type(of: object)))), shape=\(shape)];")
+            numbers[node.id] = number
+            nodes.append("  n\(number) [label=\(quoted(node.typeName)), shape=\(shape)];")
             return "n\(number)"
         }
         var lines: [String] = []
