@@ -164,7 +164,9 @@ extension Observable where Self: AnyObject {
     /// }
     /// ```
     ///
-    /// Each iterator observes the key path from the moment it is made, as
+    /// Each iterator observes the key path from the moment it is made
+    /// (`for await` makes it when the loop starts, not when the sequence is
+    /// made: the first element's `oldValue` is the value then), as
     /// ``safeObserve(_:by:options:isolation:changeHandler:)`` does from
     /// the actor this method is called from (`isolation`): the key path is
     /// read there (so a `@MainActor` model's is read on the main actor), or

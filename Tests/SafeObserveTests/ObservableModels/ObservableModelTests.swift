@@ -74,6 +74,18 @@ private final class OSwitchable: @unchecked Sendable {
     var sneaky: Int { useIgnored ? ignored : a }
 }
 
+/// A value that is not `Equatable`.
+private struct OTag {
+    var name: String
+}
+
+/// A model with a property of a value that is not `Equatable`.
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
+private final class OTagged: @unchecked Sendable {
+    var tag = OTag(name: "a")
+}
+
 /// A model only `aThousandModelsThatDie_leaveNoSentinel` makes.
 @Observable
 private final class DyingStore {
@@ -161,6 +173,40 @@ struct ObservableModelTests {
         // One synchronous stretch, one delivery, of the value then.
         #expect(log.entries == ["returned", "delivered 2"])
         withExtendedLifetime(listener) {}
+    }
+
+    /// As documented: a delivery that reads the value it told last is no
+    /// change, so reassigning a value that is not `Equatable` to itself
+    /// (which Observation reports) delivers nothing; another value is
+    /// delivered.
+    @MainActor
+    @Test func reassigningANonEquatableValueToItself_deliversNothing() async {
+        let model = OTagged()
+        let listener = Listener()
+        let log = EventLog()
+        model.safeObserve(\.tag, by: listener) { _, _, change in log.record(change.newValue!.name) }
+        model.tag = model.tag
+        try? await Task.sleep(for: .milliseconds(100))
+        #expect(log.entries.isEmpty, "a value reassigned to itself was delivered: \(log.entries)")
+        model.tag = OTag(name: "b")
+        #expect(await eventually { log.entries == ["b"] }, "told \(log.entries)")
+        withExtendedLifetime(listener) {}
+    }
+
+    /// As documented: an iterator observes from the moment it is made, not
+    /// from when its sequence was made, so its first `oldValue` is the
+    /// value when the iterator was made.
+    @MainActor
+    @Test func aSequencesIterator_startsFromTheValueWhenItIsMade() async {
+        let store = OStore()
+        let changes = store.changes(\.count, options: [.old, .new])
+        store.count = 5
+        var iterator = changes.makeAsyncIterator()
+        await Task.yield()
+        store.count = 6
+        let first = await iterator.next(isolation: #isolation)
+        #expect(first?.oldValue == 5)
+        #expect(first?.newValue == 6)
     }
 
     /// `.initial` is delivered before the registering call returns.
