@@ -437,9 +437,11 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             anyActive = true
             break
         }
-        guard anyActive else {
-            for tracking in cancel { tracking.cancel() }
-            return retire()
+        if !anyActive {
+            if retireUnlessRegistered(since: entries.count, cancel: cancel) { return }
+            // A registration filed its relation since the snapshot: the job
+            // goes on, for it.
+            entries = state.withLock { $0.entries }
         }
         if verifiesOnly {
             // Compared unlocked: `==` is the value type's code.
@@ -555,6 +557,24 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // tracked.
         if heldSentinel != nil, isKnownUniquelyReferenced(&heldSentinel!) { warnReadsNothing() }
         heldSentinel = nil
+    }
+
+    /// The running job found every relation of its snapshot (of `count`
+    /// entries) ended: stops and leaves its sentinel, cancelling `cancel`,
+    /// unless a registration filed an entry since (it files under the same
+    /// lock, and finds the tracker stopped otherwise). Whether it retired.
+    @usableFromInline
+    func retireUnlessRegistered(since count: Int, cancel: [_FiredTracking]) -> Bool {
+        let stopped = state.withLock { state -> (cancel: [_FiredTracking], released: _ModelSentinel?)? in
+            // Entries only grow while a job runs.
+            guard state.entries.count == count else { return nil }
+            return state.machine.stop()
+        }
+        guard let stopped else { return false }
+        for tracking in cancel + stopped.cancel { tracking.cancel() }
+        _ = stopped.released
+        sentinel?.forget(self, key: key)
+        return true
     }
 
     /// Stops, and leaves its sentinel: no relation is left.
