@@ -613,9 +613,16 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
 
     @usableFromInline
     override func stop() {
-        let (cancel, released) = state.withLock { $0.machine.stop() }
+        // The installed tracking's hold lets go of the sentinel too: that
+        // tracking may stay in registrars that outlive the model (a link
+        // that lives on, or one its read dropped, see ``_SentinelHold``).
+        let (cancel, released, installed) = state.withLock { state in
+            let (cancel, released) = state.machine.stop()
+            return (cancel, released, state.installedHold?.takeSentinel())
+        }
         for tracking in cancel { tracking.cancel() }
-        _ = released
+        // Unlocked: the sentinel's deinit ends relations.
+        _ = (released, installed)
     }
 
     /// The actor died: nothing can run on it; its relations end.

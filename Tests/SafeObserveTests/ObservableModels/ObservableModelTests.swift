@@ -86,6 +86,14 @@ private final class OTagged: @unchecked Sendable {
     var tag = OTag(name: "a")
 }
 
+/// A model only `aModelThatDies_whileItsLinkLivesOn_leavesNoSentinel` makes.
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
+private final class LinkedStore: @unchecked Sendable {
+    var account: OAccount
+    init(account: OAccount) { self.account = account }
+}
+
 /// A model only `aThousandModelsThatDie_leaveNoSentinel` makes.
 @Observable
 private final class DyingStore {
@@ -491,6 +499,25 @@ struct ObservableModelTests {
         #expect(clock.now - start < .seconds(1), "the relation ended \(clock.now - start) after its model died")
         #expect(await eventually { captures.liveCount == 0 })
         withExtendedLifetime(account) {}
+    }
+
+    /// A model that dies while its chain's link lives on: the link's
+    /// registrar keeps the installed tracking until the link changes or
+    /// dies, but once the model's death watch ended the relation, that
+    /// tracking no longer keeps the key path's sentinel (nor, through it,
+    /// its trackers).
+    @Test func aModelThatDies_whileItsLinkLivesOn_leavesNoSentinel() async {
+        let listener = Listener()
+        let account = OAccount()
+        var store: LinkedStore? = LinkedStore(account: account)
+        let token = store!.safeObserve(\.account.balance, by: listener, isolation: nil) { _, _, _ in }
+        #expect(_ModelSentinels._count(ofModelsOf: LinkedStore.self) == 1)
+        store = nil
+        #expect(await eventually { !token.isActive }, "the relation outlived its model")
+        #expect(
+            await eventually { _ModelSentinels._count(ofModelsOf: LinkedStore.self) == 0 },
+            "the link's registrar keeps the dead model's sentinel")
+        withExtendedLifetime((listener, account)) {}
     }
 
     /// `invalidate()` on the handler's actor: never called after it returns,
