@@ -2,8 +2,10 @@
 ///
 /// A model written for Observation has no storage of SafeObserve's, so its
 /// sentinel lives where Observation keeps what dies with the model: in the
-/// closures of the trackings installed in the model's registrar. Each
-/// tracking's closure holds the sentinel, and nothing else does for long
+/// closures of the trackings installed in the model's registrar. The
+/// closure of each tracker's newest tracking holds the sentinel (through a
+/// ``_SentinelHold``, which lets go when a newer tracking is installed or
+/// the tracker stops), and nothing else does for long
 /// (a registration while it registers; with the one-shot, before-the-store
 /// tracking only, a tracker from a change to the delivery that re-tracks,
 /// see ``_ObservableTracker``). When the model deinitializes, its registrar
