@@ -565,14 +565,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// lock, and finds the tracker stopped otherwise). Whether it retired.
     @usableFromInline
     func retireUnlessRegistered(since count: Int, cancel: [_FiredTracking]) -> Bool {
-        let stopped = state.withLock { state -> (cancel: [_FiredTracking], released: _ModelSentinel?)? in
-            // Entries only grow while a job runs.
-            guard state.entries.count == count else { return nil }
-            return state.machine.stop()
-        }
-        guard let stopped else { return false }
-        for tracking in cancel + stopped.cancel { tracking.cancel() }
-        _ = stopped.released
+        // Entries only grow while a job runs.
+        guard stop(unlessEntriesDiffer: count) else { return false }
+        for tracking in cancel { tracking.cancel() }
         sentinel?.forget(self, key: key)
         return true
     }
@@ -612,17 +607,25 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     override var isStopped: Bool { state.withLock { $0.machine.phase == .stopped } }
 
     @usableFromInline
-    override func stop() {
-        // The installed tracking's hold lets go of the sentinel too: that
-        // tracking may stay in registrars that outlive the model (a link
-        // that lives on, or one its read dropped, see ``_SentinelHold``).
-        let (cancel, released, installed) = state.withLock { state in
+    override func stop() { _ = stop(unlessEntriesDiffer: nil) }
+
+    /// Stops, unless `count` is given and the entries are not that many
+    /// now; whether it stopped. The installed tracking's hold lets go of the
+    /// sentinel too: that tracking may stay in registrars that outlive the
+    /// model (a link that lives on, or one its read dropped, see
+    /// ``_SentinelHold``).
+    func stop(unlessEntriesDiffer count: Int?) -> Bool {
+        let stopped = state.withLock {
+            state -> (cancel: [_FiredTracking], released: _ModelSentinel?, installed: _ModelSentinel?)? in
+            if let count, state.entries.count != count { return nil }
             let (cancel, released) = state.machine.stop()
             return (cancel, released, state.installedHold?.takeSentinel())
         }
-        for tracking in cancel { tracking.cancel() }
+        guard let stopped else { return false }
+        for tracking in stopped.cancel { tracking.cancel() }
         // Unlocked: the sentinel's deinit ends relations.
-        _ = (released, installed)
+        _ = (stopped.released, stopped.installed)
+        return true
     }
 
     /// The actor died: nothing can run on it; its relations end.
