@@ -78,7 +78,9 @@ final class _SentinelHold: @unchecked Sendable {
 /// on the global executor. The job reads the key path again, tracked (so a
 /// chain whose link was replaced follows the new link), cancels the
 /// tracking that reported, and tells each relation the value it was told
-/// last (or read when it registered) and the value now; when only the
+/// last (or read when it registered; for a value that is not trivial, the
+/// value read when the changes began, see ``keepsValues``) and the value
+/// now; when only the
 /// property the key path names reported, on a model of exactly `Root`, it
 /// reads untracked and the installed tracking stays (see
 /// ``_ObservableTrackerStateMachine``). Changes made while a job is waiting
@@ -105,8 +107,11 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// freed at the same address (the portable probes' weak references
         /// do not keep the allocation).
         @usableFromInline let id: UInt64
-        /// What the relation was told last, or read when it registered.
-        @usableFromInline var last: Value
+        /// What the relation was told last, or read when it registered. A
+        /// value that may hold references is kept only until the next job
+        /// (see ``_ObservableTracker/keepsValues``): `nil` otherwise, and
+        /// the job's baseline is then ``State/pendingOld``.
+        @usableFromInline var last: Value?
         /// Told nothing until its `.initial` call returned: a job skips it
         /// meanwhile (see ``release(_:)``).
         @usableFromInline var isHeld: Bool
@@ -117,7 +122,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         @usableFromInline var initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)?
 
         init(
-            relation: _RelationReference, id: UInt64, last: Value, isHeld: Bool,
+            relation: _RelationReference, id: UInt64, last: Value?, isHeld: Bool,
             initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)?
         ) {
             self.relation = relation
@@ -139,8 +144,44 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// The next entry's `id`.
         var nextEntryID: UInt64 = 0
         /// The value the last tracked read returned (before-the-store
-        /// tracking only: what a verification compares with).
+        /// tracking only: what a verification compares with). A value that
+        /// may hold references is kept only for the verifications after its
+        /// job (see ``lastReadJob``).
         @usableFromInline var lastRead: Value?
+        /// The job that set ``lastRead``: its verifications clear it when
+        /// they end, unless a later job set it.
+        @usableFromInline var lastReadJob: UInt64 = 0
+        /// A value that may hold references only (see
+        /// ``_ObservableTracker/keepsValues``): the value before the changes
+        /// no job has read yet, read at the first one's `willSet` (or the
+        /// value a job told, when a change is known to be coming), kept
+        /// until the next job: the old value of the entries that keep none.
+        @usableFromInline var pendingOld: Value?
+        /// The changes begun and not yet reported (a `willSet` seen, its
+        /// `didSet` not yet), by the generation of the tracking that saw
+        /// the `willSet`: while one is open, a report is bound to come, so
+        /// a job that ends keeps the value it told as the next one's
+        /// baseline. A tracking cancelled meanwhile, or installed during a
+        /// change, leaves a count unpaired: only the installed tracking's
+        /// is kept past a job.
+        @usableFromInline var openChanges: [UInt64: Int] = [:]
+
+        /// A change reported whose `willSet` no tracking saw, with no
+        /// baseline kept: it began while the first tracking was installed.
+        /// Its old value is unknown, so the next job tells the entries that
+        /// keep none no old value (rather than a later baseline).
+        @usableFromInline var hasUnpairedChange = false
+
+        /// Whether a registration keeps the value it read (one that may hold
+        /// references) until the next job: a change began since the last
+        /// job, or (before the store) the last job's verifications run, a
+        /// job being bound to come (or the verifications' end asks for one).
+        @usableFromInline var keepsEntryValues: Bool {
+            pendingOld != nil || hasOpenChanges || (!_ObservationTrackingLayer.reportsAfterTheStore && lastRead != nil)
+        }
+
+        /// Whether a change began and was not reported yet.
+        @usableFromInline var hasOpenChanges: Bool { openChanges.values.contains { $0 > 0 } }
         /// The first key path instance a report named that equals
         /// ``_ObservableTracker/keyPath``; set once (see
         /// ``_ObservableTracker/equalReportedKeyPathAddress``).
@@ -150,6 +191,19 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// ``_SentinelHold``).
         weak var installedHold: _SentinelHold?
     }
+
+    /// Whether the tracker keeps the values it told (or read at a
+    /// registration) from one change to the next, as the old value of the
+    /// next change: only a trivial value, which holds no reference. Any
+    /// other value may refer to the model or the listener (`\.parent`,
+    /// `\.root`, a value holding `self`), and a value kept from a change to
+    /// the next would keep them alive: the model's registrar holds the
+    /// trackings' closures, which hold the sentinel, which holds the
+    /// tracker. So such a value is kept only from a change to the job that
+    /// tells it: the value before a change is read at its `willSet`, on the
+    /// mutating thread (see ``captureOld()``).
+    @inlinable
+    static var keepsValues: Bool { _isPOD(Value.self) }
 
     @usableFromInline let keyPath: KeyPath<Root, Value>
     /// Whether the key path's read is the model's own class's getter of one
@@ -237,19 +291,33 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             }
             value = model[keyPath: keyPath]
         }
-        let filed = state.withLock { state -> (removesEnded: Bool, metAJob: Bool)? in
+        let filed = state.withLock { state -> (removesEnded: Bool, metAJob: Bool, id: UInt64)? in
             guard state.machine.phase != .stopped else { return nil }
-            if isFirst, !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
+            // Before the store: what verifications compare with (kept for
+            // theirs only, for a value that may hold references).
+            if isFirst, !_ObservationTrackingLayer.reportsAfterTheStore {
+                state.lastRead = value
+                state.lastReadJob = state.machine.deliveriesBegun
+            }
             state.nextEntryID &+= 1
+            // A value that may hold references is kept while a job is
+            // bound to come only (see `keepsValues`): a change began
+            // since the last job, or the entry is held during `.initial`;
+            // otherwise the next change's `willSet` reads the baseline.
+            let keeps = Self.keepsValues || holding || state.keepsEntryValues
             state.entries.append(
                 Entry(
-                    relation: _RelationReference(relation), id: state.nextEntryID, last: value, isHeld: holding,
-                    initialInJob: initialInJob))
+                    relation: _RelationReference(relation), id: state.nextEntryID, last: keeps ? value : nil,
+                    isHeld: holding, initialInJob: initialInJob))
             let metAJob =
                 before.isDelivering || state.machine.isDelivering || state.machine.deliveriesBegun != before.begun
-            return (state.entries.count >= state.removalThreshold, metAJob)
+            return (state.entries.count >= state.removalThreshold, metAJob, state.nextEntryID)
         }
-        guard let (removesEnded, metAJob) = filed else { return nil }
+        guard let (removesEnded, metAJob, entryID) = filed else { return nil }
+        // Before the store, a change that began before the first tracking
+        // was installed, and landed after the read below, reports to
+        // nothing: verified as after a delivery.
+        if isFirst, !_ObservationTrackingLayer.reportsAfterTheStore { scheduleVerifications() }
         // A job that ran between the read of `value` and the filing took
         // its entries without this one, so told it nothing, though it may
         // have read a value stored after `value` (and left the tracking
@@ -263,6 +331,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // On a difference after the first read, the job also tracks again:
         // the first tracking may follow a link replaced in between.
         let differs = (metAJob || isFirst) && !_isSameValue(model[keyPath: keyPath], value)
+        // The job that tells the difference tells it from `value`.
+        if differs, !Self.keepsValues { keep(value, forEntry: entryID) }
         if isFirst, differs {
             if state.withLock({ $0.machine.firstReadChangedAfterTracking() }) { schedule() }
         } else if initialInJob != nil || differs, state.withLock({ $0.machine.redeliver() }) {
@@ -273,19 +343,36 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         return value
     }
 
+    /// Keeps `value` as the last value of the entry `id` (a value that may
+    /// hold references, until the job that is bound to come).
+    func keep(_ value: Value, forEntry id: UInt64) {
+        let replaced = state.withLock { state -> Value? in
+            guard let index = state.entries.lastIndex(where: { $0.id == id }) else { return nil }
+            defer { state.entries[index].last = value }
+            return state.entries[index].last
+        }
+        _ = replaced  // released unlocked
+    }
+
     /// The `.initial` call of `relation` (added held) returned: jobs tell
     /// it changes from now on, and one runs if a job skipped it meanwhile.
     func release(_ relation: _Relation) {
         let address = Unmanaged.passUnretained(relation).toOpaque()
-        let schedules = state.withLock { state -> Bool in
+        let (schedules, released) = state.withLock { state -> (Bool, Value?) in
             // From the end: it was added last, but for registrations made
             // meanwhile.
             guard let index = state.entries.lastIndex(where: { $0.relation.reference.address == address }) else {
-                return false
+                return (false, nil)
             }
             state.entries[index].isHeld = false
-            return state.entries[index].wasSkipped && state.machine.redeliver()
+            if state.entries[index].wasSkipped { return (state.machine.redeliver(), nil) }
+            // With no job bound to come, a value that may hold references
+            // is not kept (see `keepsValues`).
+            guard !Self.keepsValues, state.machine.phase == .idle, !state.keepsEntryValues else { return (false, nil) }
+            defer { state.entries[index].last = nil }
+            return (false, state.entries[index].last)
         }
+        _ = released  // released unlocked
         if schedules { schedule() }
     }
 
@@ -326,14 +413,51 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     func track(_ model: Root, generation: UInt64) -> Value {
         let keyPath = keyPath
         let hold = _SentinelHold(sentinel, generation: generation)
+        var willChange: (@Sendable () -> Void)?
+        if !Self.keepsValues { willChange = { [weak self] in self?.captureOld(generation: generation) } }
         let value = _ObservationTrackingLayer.track(
-            { model[keyPath: keyPath] },
+            { model[keyPath: keyPath] }, willChange: willChange,
             changed: { [weak self, hold] fired in
                 guard let self else { return fired.cancel() }
                 self.changed(generation: generation, fired: fired, hold: hold, keepsReads: self.reportsItself(fired))
             })
         installed(hold)
         return value
+    }
+
+    /// A change begins (on the mutating thread, before its store): reads
+    /// the value before it, the old value of the next job, unless one is
+    /// read already. Only for a value that may hold references (see
+    /// ``keepsValues``); a trivial one is kept from job to job instead.
+    ///
+    /// The read runs the key path's getters on the mutating thread, inside
+    /// the mutating call: the price of keeping nothing between changes.
+    @usableFromInline
+    func captureOld(generation: UInt64) {
+        let begins = state.withLock { state -> Bool in
+            guard state.machine.phase != .stopped else { return false }
+            state.openChanges[generation, default: 0] += 1
+            guard state.pendingOld == nil else { return false }
+            // Before the store: while the last job's verifications run, the
+            // value it told is the baseline (a store that landed after its
+            // read reported to nothing, and is told from that value).
+            if !_ObservationTrackingLayer.reportsAfterTheStore, let lastRead = state.lastRead {
+                state.pendingOld = lastRead
+                return false
+            }
+            return true
+        }
+        guard begins else { return }
+        // unsafeDowncast: the model this tracker was made for.
+        let value: Value? = model.load().map { model in unsafeDowncast(model, to: Root.self)[keyPath: keyPath] }
+        let unfiled = state.withLock { state -> Value? in
+            // A job that ended meanwhile kept the value it told (see
+            // `deliver()`), which is the baseline now.
+            guard let value, state.machine.phase != .stopped, state.pendingOld == nil else { return value }
+            state.pendingOld = value
+            return nil
+        }
+        _ = unfiled  // released unlocked
     }
 
     /// The tracking of `hold` is installed: the older one's hold lets go
@@ -398,8 +522,18 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// the relations.
     @inlinable
     func changed(generation: UInt64, fired: _FiredTracking, hold: _SentinelHold, keepsReads: Bool) {
-        let action = state.withLock {
-            $0.machine.changed(generation: generation, tracking: fired, sentinel: hold.sentinel, keepsReads: keepsReads)
+        let action = state.withLock { state in
+            // The `didSet` of a change whose `willSet` this tracking saw.
+            if !Self.keepsValues {
+                if let open = state.openChanges[generation], open > 0 {
+                    state.openChanges[generation] = open - 1
+                } else if state.pendingOld == nil, _ObservationTrackingLayer.reportsAfterTheStore {
+                    state.hasUnpairedChange = true
+                }
+            }
+            return state.machine.changed(
+                generation: generation, tracking: fired, sentinel: hold.sentinel, keepsReads: keepsReads,
+                cancelsInBursts: Self.keepsValues)
         }
         switch action {
         case .none: break
@@ -421,7 +555,22 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// The job, on the tracker's isolation.
     @inlinable
     func deliver() {
-        guard let (cancel, generation, verifiesOnly) = state.withLock({ $0.machine.beginDelivery() }) else { return }
+        // `taken`: a value that may hold references only (see
+        // `keepsValues`).
+        guard
+            let ((cancel, generation, verifiesOnly, reported), taken, unpaired) = state.withLock({
+                state -> (
+                    (cancel: [_FiredTracking], generation: UInt64?, verifiesOnly: Bool, reported: Bool), Value?, Bool
+                )? in
+                guard let begun = state.machine.beginDelivery() else { return nil }
+                guard !Self.keepsValues else { return (begun, nil, false) }
+                defer {
+                    state.pendingOld = nil
+                    state.hasUnpairedChange = false
+                }
+                return (begun, state.pendingOld, state.hasUnpairedChange)
+            })
+        else { return }
         // unsafeDowncast: the model this tracker was made for.
         guard let model = model.load().map({ unsafeDowncast($0, to: Root.self) }) else {
             for tracking in cancel { tracking.cancel() }
@@ -443,15 +592,24 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             // goes on, for it.
             entries = state.withLock { $0.entries }
         }
+        // Where an entry keeps no value: what the key path read before the
+        // changes this job tells, or (a verification) what the last job told.
+        // A baseline read after an unpaired change is not its old value.
+        var old = unpaired ? nil : taken
         if verifiesOnly {
             // Compared unlocked: `==` is the value type's code.
             let lastRead = state.withLock { $0.lastRead }
             if let lastRead, _isSameValue(model[keyPath: keyPath], lastRead) {
-                let (reschedule, released) = state.withLock { $0.machine.endDelivery() }
+                let (reschedule, released) = state.withLock { state in
+                    // A change began meanwhile: `old` is still its baseline.
+                    if !Self.keepsValues, state.pendingOld == nil, old != nil { swap(&state.pendingOld, &old) }
+                    return state.machine.endDelivery()
+                }
                 _ = released
                 if reschedule { schedule() }  // a report came meanwhile
                 return
             }
+            if old == nil { old = lastRead }
         }
         // Untracked when the installed tracking stays (see
         // ``_ObservableTrackerStateMachine``): a change stored from here on
@@ -465,9 +623,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // link or branch read only now reported to nothing, so the key path
         // is read again, and on a difference the job runs again and tracks
         // again (unlocked: `==` is the value type's code).
-        if generation != nil, !_isSameValue(model[keyPath: keyPath], value) {
-            state.withLock { $0.machine.readChangedAfterTracking() }
-        }
+        let readChanged = generation != nil && !_isSameValue(model[keyPath: keyPath], value)
+        if readChanged { state.withLock { $0.machine.readChangedAfterTracking() } }
         // Whether an entry's relation ended: then they are removed after.
         var sawEnded = false
         // Whether an entry was told its `.initial` (it is cleared after).
@@ -478,8 +635,15 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 continue
             }
             // The same value is no change (a change stored after the last
-            // job read it was read by that job).
-            guard entry.initialInJob != nil || !_isSameValue(value, entry.last) else { continue }
+            // job read it was read by that job). With no baseline (a value
+            // that may hold references), no change began since the last job,
+            // unless one reported whose `willSet` came before its tracking
+            // was installed: then it is told with no old value.
+            let baseline = entry.last ?? old
+            guard
+                entry.initialInJob != nil
+                    || baseline.map({ !_isSameValue(value, $0) }) ?? (reported && !Self.keepsValues)
+            else { continue }
             guard let listener = _listenerOrEnd(relation) else {
                 sawEnded = true
                 continue
@@ -488,13 +652,14 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 toldInitial = true
                 initial(listener, model, ObservedChange(newValue: value, oldValue: nil, isInitial: true))
             } else {
-                withUnsafePointer(to: ObservedChange(newValue: value, oldValue: entry.last)) {
+                withUnsafePointer(to: ObservedChange(newValue: value, oldValue: baseline)) {
                     _deliverChange(relation, listener, model, UnsafeRawPointer($0))
                 }
             }
             withExtendedLifetime(listener) {}
         }
-        let (reschedule, released) = state.withLock { state in
+        let (reschedule, released, replacedValues) = state.withLock {
+            state -> (Bool, _ModelSentinel?, (pendingOld: Value?, lastRead: Value?)) in
             // Nothing to release (trivial values, no `.initial` cleared) and
             // the entries unchanged since the snapshot (the same buffer):
             // dropping the snapshot frees nothing, and leaves them unique,
@@ -515,7 +680,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 }
                 let (reschedule, released) = state.machine.endDelivery()
                 if !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
-                return (reschedule, released)
+                return (reschedule, released, (nil, nil))
             }
             // Entries only grow at the end meanwhile (registrations; ended
             // ones are removed only while no job runs, see `removeEnded`).
@@ -535,16 +700,40 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                     }
                     continue
                 }
-                state.entries[index].last = value
+                // A value that may hold references is not kept (see
+                // `keepsValues`); the value replaced stays in `entries`.
+                state.entries[index].last = Self.keepsValues ? value : nil
                 state.entries[index].initialInJob = nil
             }
             let (reschedule, released) = state.machine.endDelivery()
-            if !_ObservationTrackingLayer.reportsAfterTheStore { state.lastRead = value }
-            return (reschedule, released)
+            // Replaced values, released unlocked.
+            var replaced: (pendingOld: Value?, lastRead: Value?) = (nil, nil)
+            // A change began and was not reported yet (its store may have
+            // landed before or after the job's read), or the job runs
+            // again: the next job tells the changes from the value this one
+            // told.
+            if !Self.keepsValues, state.machine.phase != .stopped {
+                if reschedule || readChanged || state.hasOpenChanges {
+                    replaced.pendingOld = state.pendingOld
+                    state.pendingOld = value
+                }
+                // Trackings replaced by now report to nothing, or report
+                // changes that began on the installed one.
+                let installed = state.machine.installedGeneration
+                if state.openChanges.keys.contains(where: { $0 != installed }) {
+                    state.openChanges = state.openChanges.filter { $0.key == installed }
+                }
+            }
+            if !_ObservationTrackingLayer.reportsAfterTheStore {
+                replaced.lastRead = state.lastRead
+                state.lastRead = value
+                state.lastReadJob = state.machine.deliveriesBegun
+            }
+            return (reschedule, released, replaced)
         }
         // Unlocked: the sentinel's deinit ends relations, and the replaced
         // values' may be anything.
-        _ = released
+        _ = (released, replacedValues)
         if sawEnded { removeEnded(from: entries) }
         withExtendedLifetime(entries) {}
         if reschedule { schedule() }
@@ -594,12 +783,26 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// and delivered if it changed.
     @usableFromInline
     func scheduleVerifications() {
+        let job = state.withLock { $0.machine.deliveriesBegun }
         Task { [weak self] in
             for delay in _ObservationTrackingLayer.verificationDelays {
                 try? await Task.sleep(for: delay)
                 guard let self else { return }
                 if state.withLock({ $0.machine.verify() }) { schedule() }
             }
+            // A value that may hold references is kept only for the
+            // verifications of the job that read it (see `keepsValues`).
+            guard let self, !Self.keepsValues else { return }
+            let (released, schedules) = state.withLock { state -> (Value?, Bool) in
+                guard state.lastReadJob == job else { return (nil, false) }
+                defer { state.lastRead = nil }
+                // Registrations made meanwhile kept their values: a job
+                // tells them what changed since, and lets go of them.
+                let kept = state.entries.contains { !$0.isHeld && $0.last != nil }
+                return (state.lastRead, kept && state.machine.redeliver())
+            }
+            _ = released  // released unlocked
+            if schedules { schedule() }
         }
     }
 
@@ -616,15 +819,24 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// ``_SentinelHold``).
     func stop(unlessEntriesDiffer count: Int?) -> Bool {
         let stopped = state.withLock {
-            state -> (cancel: [_FiredTracking], released: _ModelSentinel?, installed: _ModelSentinel?)? in
+            state -> (
+                cancel: [_FiredTracking], released: _ModelSentinel?, installed: _ModelSentinel?, pendingOld: Value?,
+                lastRead: Value?
+            )? in
             if let count, state.entries.count != count { return nil }
             let (cancel, released) = state.machine.stop()
-            return (cancel, released, state.installedHold?.takeSentinel())
+            defer {
+                state.pendingOld = nil
+                state.lastRead = nil
+                state.openChanges = [:]
+            }
+            return (cancel, released, state.installedHold?.takeSentinel(), state.pendingOld, state.lastRead)
         }
         guard let stopped else { return false }
         for tracking in stopped.cancel { tracking.cancel() }
-        // Unlocked: the sentinel's deinit ends relations.
-        _ = (stopped.released, stopped.installed)
+        // Unlocked: the sentinel's deinit ends relations, and the values'
+        // may be anything.
+        _ = (stopped.released, stopped.installed, stopped.pendingOld, stopped.lastRead)
         return true
     }
 

@@ -28,7 +28,11 @@
 /// that the burst's further changes report to nothing (Observation's
 /// report to an installed tracking costs several thousand instructions per
 /// change). The machine keeps the model's sentinel meanwhile (the
-/// tracking's closure held it); the next job re-tracks.
+/// tracking's closure held it); the next job re-tracks. Not for a tracker
+/// that reads the old value at each change's `willSet` (a value that may
+/// hold references, see ``_ObservableTracker/keepsValues``): a change
+/// landing while the next tracking is installed must reach a tracking's
+/// `willSet`, so one stays installed until the next is.
 ///
 /// A job that installs a tracking reads the key path once more after the
 /// installation: the trackings still installed cover what the key path
@@ -71,7 +75,7 @@ struct _ObservableTrackerStateMachine {
     /// The generation of the next tracking installed.
     private var nextGeneration: UInt64 = 1
     /// The generation of the tracking installed last.
-    private var installedGeneration: UInt64 = 0
+    @usableFromInline private(set) var installedGeneration: UInt64 = 0
     /// Whether a report since the last job began may have changed what the
     /// key path reads (see the type's discussion).
     private var needsTracking = false
@@ -113,7 +117,8 @@ struct _ObservableTrackerStateMachine {
     /// tracking's closure holds.
     @usableFromInline
     mutating func changed(
-        generation: UInt64, tracking: borrowing _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool
+        generation: UInt64, tracking: borrowing _FiredTracking, sentinel: _ModelSentinel?, keepsReads: Bool,
+        cancelsInBursts: Bool = true
     ) -> ChangedAction {
         let continuous = _ObservationTrackingLayer.reportsAfterTheStore
         if !keepsReads, phase != .stopped { needsTracking = true }
@@ -138,7 +143,7 @@ struct _ObservableTrackerStateMachine {
             // sentinel is kept yet; the tracking that reported, which held
             // it, is gone (one-shot) or cancelled now.
             keptSentinel = keptSentinel ?? sentinel
-            guard continuous else { return .none }
+            guard continuous, cancelsInBursts else { return .none }
             // A burst: a job is due already.
             needsTracking = true
             return .cancel
@@ -222,11 +227,15 @@ struct _ObservableTrackerStateMachine {
     /// path, the generation of the tracking it installs for that read
     /// (`nil`: it reads untracked, the installed tracking stays; a job
     /// that installs one reads again after, see
-    /// ``readChangedAfterTracking()``), and whether it only verifies; `nil`
-    /// if the tracker stopped.
+    /// ``readChangedAfterTracking()``), whether it only verifies, and
+    /// whether a tracking reported since the last job began; `nil` if the
+    /// tracker stopped.
     @usableFromInline
-    mutating func beginDelivery() -> (cancel: [_FiredTracking], generation: UInt64?, verifiesOnly: Bool)? {
+    mutating func beginDelivery()
+        -> (cancel: [_FiredTracking], generation: UInt64?, verifiesOnly: Bool, reported: Bool)?
+    {
         guard phase == .scheduled else { return nil }
+        let reported = !fired.isEmpty
         phase = .delivering(dirty: false)
         deliveriesBegun &+= 1
         defer {
@@ -240,12 +249,12 @@ struct _ObservableTrackerStateMachine {
         guard needsTracking || verifiesOnly else {
             // The installed tracking stays; older ones that reported go.
             for (generation, tracking) in fired where generation != installedGeneration { cancel.append(tracking) }
-            return (cancel, nil, false)
+            return (cancel, nil, false, reported)
         }
         for (_, tracking) in fired { cancel.append(tracking) }
         installedGeneration = nextGeneration
         nextGeneration &+= 1
-        return (cancel, installedGeneration, verifiesOnly)
+        return (cancel, installedGeneration, verifiesOnly, reported)
     }
 
     /// The job ends: whether to schedule another (a change came while it

@@ -73,13 +73,27 @@ enum _ObservationTrackingLayer {
 
     /// Runs `read` with tracking and returns its result; `changed` is called
     /// on the mutating thread for the changes of what `read` read (see the
-    /// file's header for when), with the tracking that fired.
+    /// file's header for when), with the tracking that fired. `willChange`,
+    /// if given, is called on the mutating thread before each store (before
+    /// `changed`, with the one-shot tracking).
     @usableFromInline
-    static func track<T>(_ read: () -> T, changed: @escaping @Sendable (_FiredTracking) -> Void) -> T {
+    static func track<T>(
+        _ read: () -> T, willChange: (@Sendable () -> Void)? = nil,
+        changed: @escaping @Sendable (_FiredTracking) -> Void
+    ) -> T {
         #if !canImport(Darwin) && !SAFEOBSERVE_PUBLIC_TRACKING
-            withObservationTracking(read, didSet: { changed(_FiredTracking(tracking: $0)) })
+            guard let willChange else {
+                return withObservationTracking(read, didSet: { changed(_FiredTracking(tracking: $0)) })
+            }
+            return withObservationTracking(
+                read, willSet: { _ in willChange() }, didSet: { changed(_FiredTracking(tracking: $0)) })
         #else
-            withObservationTracking(read, onChange: { changed(_FiredTracking(tracking: ())) })
+            withObservationTracking(
+                read,
+                onChange: {
+                    willChange?()
+                    changed(_FiredTracking(tracking: ()))
+                })
         #endif
     }
 }

@@ -1,0 +1,329 @@
+// Observing `@Observable` models whose observed values refer to the model or
+// to the listener: the relation keeps neither alive, whatever the value holds
+// (the documentation's "never keeps the model or the listener alive").
+
+import Observation
+import Synchronization
+import Testing
+
+@testable import SafeObserve
+
+// MARK: - Fixtures
+
+/// A model whose key paths read values that refer back to it.
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
+private final class SelfReferring: @unchecked Sendable {
+    var tick = 0
+    var name = "a"
+    @ObservationIgnored weak var _friend: ValueListener?
+    @ObservationIgnored let lifetime: LifetimeCounter
+
+    /// The model itself, tracked through `tick`.
+    var me: SelfReferring {
+        _ = tick
+        return self
+    }
+    /// A value holding the model.
+    var pair: Pair { Pair(model: self, tick: tick) }
+    /// A value holding the listener, which the model holds weakly.
+    var friend: Friendship { Friendship(listener: _friend, tick: tick) }
+
+    init(lifetime: LifetimeCounter) {
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+    deinit { lifetime.didDeinit() }
+}
+
+private struct Pair {
+    let model: SelfReferring
+    let tick: Int
+}
+
+private struct Friendship {
+    let listener: ValueListener?
+    let tick: Int
+}
+
+/// A tree whose nodes hold their children and refer to their parent weakly.
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
+private final class TreeNode: @unchecked Sendable {
+    weak var parent: TreeNode?
+    var children: [TreeNode] = []
+    @ObservationIgnored let lifetime: LifetimeCounter
+
+    /// The tree's root, which holds this node.
+    var root: TreeNode { parent?.root ?? self }
+
+    init(lifetime: LifetimeCounter) {
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+    deinit { lifetime.didDeinit() }
+}
+
+private final class ValueListener: Sendable {
+    let lifetime: LifetimeCounter
+    init(lifetime: LifetimeCounter) {
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+    deinit { lifetime.didDeinit() }
+}
+
+/// Whether `condition` holds at once, or (with the before-the-store
+/// tracking, whose verifications keep the value a job told, or a first
+/// registration read, for about 100 ms) within a second.
+/// Waits by sleeping, so that the verifications' tasks run meanwhile.
+private func holdsPromptly(isolation: isolated (any Actor)? = #isolation, _ condition: () -> Bool) async -> Bool {
+    if _ObservationTrackingLayer.reportsAfterTheStore { return condition() }
+    for _ in 0..<200 {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+// MARK: - Tests
+
+@Suite("Observing @Observable models: values that refer to the model or the listener")
+struct ObservableModelValueLifetimeTests {
+    /// The options each shape is registered with: with and without the old
+    /// value, which is what the relation would have to keep.
+    static let optionSets: [ObservationOptions] = [[.new], [.old, .new], [.initial, .old, .new]]
+
+    @Test(arguments: optionSets)
+    func aValueThatIsTheModel_keepsItNotAlive(options: ObservationOptions) async {
+        let models = LifetimeCounter()
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        var model: SelfReferring? = SelfReferring(lifetime: models)
+        let token = model!.safeObserve(\.me, by: listener, options: options, isolation: nil) { _, _, _ in }
+        model = nil
+        #expect(await holdsPromptly { models.liveCount == 0 }, "a relation on \\.me kept its model alive")
+        #expect(await eventually { !token.isActive })
+    }
+
+    @Test(arguments: optionSets)
+    func aValueHoldingTheModel_keepsItNotAlive_afterChanges(options: ObservationOptions) async {
+        let models = LifetimeCounter()
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        var model: SelfReferring? = SelfReferring(lifetime: models)
+        let calls = Atomic<Int>(0)
+        let token = model!.safeObserve(\.pair, by: listener, options: options, isolation: nil) { _, _, change in
+            if !change.isInitial { calls.add(1, ordering: .relaxed) }
+        }
+        for tick in 1...3 {
+            model!.tick = tick
+            #expect(await eventually { calls.load(ordering: .relaxed) >= tick })
+        }
+        model = nil
+        #expect(
+            await holdsPromptly { models.liveCount == 0 }, "a relation on \\.pair kept its model alive after delivering"
+        )
+        #expect(await eventually { !token.isActive })
+    }
+
+    /// A main-actor handler, the common case. With no change waiting, the
+    /// model dies when dropped; with one waiting, the value read before it
+    /// (the change's old value) keeps the model until the delivery has run,
+    /// and no longer.
+    @MainActor
+    @Test func aValueHoldingTheModel_onTheMainActor_keepsItNotAlive() async {
+        let models = LifetimeCounter()
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        var model: SelfReferring? = SelfReferring(lifetime: models)
+        var received: [Int] = []
+        let token = model!.safeObserve(\.pair, by: listener, options: [.old, .new]) { _, model, change in
+            received.append(change.newValue?.tick ?? -1)
+            #expect(change.oldValue?.tick == received.count - 1 && change.newValue?.model === model)
+        }
+        model!.tick = 1
+        #expect(await eventually { received == [1] })
+        weak let weakModel = model
+        model = nil
+        #expect(
+            await holdsPromptly { models.liveCount == 0 && weakModel == nil }, "an idle relation kept the model alive")
+        #expect(await eventually { !token.isActive })
+
+        model = SelfReferring(lifetime: models)
+        let second = model!.safeObserve(\.pair, by: listener, options: [.old, .new]) { _, model, change in
+            received.append(change.newValue?.tick ?? -1)
+        }
+        model!.tick = 2
+        model = nil
+        #expect(await eventually { models.liveCount == 0 }, "the waiting delivery kept the model alive after it ran")
+        #expect(await eventually { !second.isActive })
+        #expect(received.count <= 2)
+    }
+
+    @Test(arguments: optionSets)
+    func aTreesRoot_dies_whenDropped(options: ObservationOptions) async {
+        let nodes = LifetimeCounter()
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        var root: TreeNode? = TreeNode(lifetime: nodes)
+        weak var leaf: TreeNode?
+        do {
+            let child = TreeNode(lifetime: nodes)
+            child.parent = root
+            root!.children.append(child)
+            leaf = child
+        }
+        let token = leaf!.safeObserve(\.root, by: listener, options: options, isolation: nil) { _, _, _ in }
+        root = nil
+        #expect(
+            await holdsPromptly { nodes.liveCount == 0 && leaf == nil }, "a relation on \\.root kept the tree alive")
+        #expect(await eventually { !token.isActive })
+    }
+
+    @Test(arguments: optionSets)
+    func aValueThatIsTheListener_keepsItNotAlive(options: ObservationOptions) async {
+        let listeners = LifetimeCounter()
+        let model = SelfReferring(lifetime: LifetimeCounter())
+        var listener: ValueListener? = ValueListener(lifetime: listeners)
+        model._friend = listener
+        let calls = Atomic<Int>(0)
+        let token = model.safeObserve(\.friend, by: listener!, options: options, isolation: nil) { _, _, _ in
+            calls.add(1, ordering: .relaxed)
+        }
+        model.tick = 1
+        #expect(await eventually { calls.load(ordering: .relaxed) >= (options.contains(.initial) ? 2 : 1) })
+        listener = nil
+        #expect(await holdsPromptly { listeners.liveCount == 0 }, "a relation on \\.friend kept its listener alive")
+        model.tick = 2
+        #expect(await eventually { !token.isActive })
+    }
+
+    @Test func anInvalidatedRelation_keepsNothingOfItsValue() async {
+        let models = LifetimeCounter()
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        var model: SelfReferring? = SelfReferring(lifetime: models)
+        let token = model!.safeObserve(\.pair, by: listener, options: [.old, .new], isolation: nil) { _, _, _ in }
+        token.invalidate()
+        model = nil
+        #expect(
+            await holdsPromptly { models.liveCount == 0 },
+            "an invalidated relation kept its model alive until its next change")
+    }
+
+    /// What the relation no longer keeps does not cost it its old values: a
+    /// value with references (a `String`) is chained as an `Int` is, under
+    /// changes from another thread and from the handler's own.
+    @Test func oldValues_ofAValueWithReferences_chain() async {
+        let model = SelfReferring(lifetime: LifetimeCounter())
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        let received = _Mutex<[ObservedChange<String>]>([])
+        let token = model.safeObserve(\.name, by: listener, options: [.initial, .old, .new], isolation: nil) {
+            _, _, change in received.withLock { $0.append(change) }
+        }
+        stressRunConcurrently([{ for index in 1...300 { model.name = "v\(index)" } }])
+        #expect(await eventually { received.withLock { $0.last?.newValue } == "v300" })
+        let changes = received.withLock { $0 }
+        #expect(changes.first?.isInitial == true)
+        var expected = changes.first?.newValue
+        for change in changes.dropFirst() {
+            #expect(
+                change.oldValue == expected,
+                "old value \(String(describing: change.oldValue)) after \(String(describing: expected))")
+            #expect(change.newValue != change.oldValue, "a delivery with no change")
+            expected = change.newValue
+        }
+        withExtendedLifetime(token) {}
+    }
+}
+
+// MARK: - Old values under writers on other threads
+
+/// A model whose `String` property is behind a lock, so that the writer, the
+/// read before each change and the delivery's read do not race.
+@Observable
+private final class LockedName: Sendable {
+    @ObservationIgnored private let storage = _Mutex("v0")
+
+    var name: String {
+        get {
+            access(keyPath: \.name)
+            return storage.withLock { $0 }
+        }
+        set {
+            withMutation(keyPath: \.name) { storage.withLock { $0 = newValue } }
+        }
+    }
+}
+
+/// What one relation was told.
+private final class ToldNames: Sendable {
+    private let changes = _Mutex<[ObservedChange<String>]>([])
+    func append(_ change: ObservedChange<String>) { changes.withLock { $0.append(change) } }
+    var all: [ObservedChange<String>] { changes.withLock { $0 } }
+
+    /// The problems against the chaining rule: `.initial` first, each old
+    /// value the previous new value, no unchanged value, ending at `last`.
+    /// A missing old value is allowed (documented): a change that began
+    /// before the key path's first tracking was installed, whose value
+    /// before it no tracking read.
+    func problems(endingAt last: String) -> [String] {
+        let all = all
+        guard let first = all.first, first.isInitial, var expected = first.newValue else {
+            return ["no .initial first: \(all.prefix(2))"]
+        }
+        var problems: [String] = []
+        for (index, change) in all.enumerated().dropFirst() {
+            if change.isInitial { problems.append("#\(index): a second .initial") }
+            if let old = change.oldValue, old != expected { problems.append("#\(index): old \(old) after \(expected)") }
+            if change.oldValue == change.newValue { problems.append("#\(index): unchanged \(expected)") }
+            expected = change.newValue ?? "nil"
+        }
+        if expected != last { problems.append("ends at \(expected), not \(last)") }
+        return problems
+    }
+}
+
+extension ObservableModelValueLifetimeTests {
+    /// Relations registered while another thread writes, nonisolated and on
+    /// the main actor: each is told `.initial`, then changes chained from
+    /// it, with no unchanged value, up to the last store. Looped: the
+    /// windows between a change's `willSet`, its store and the delivery's
+    /// read are hit by chance.
+    @Test func registrationsDuringABurst_areChained_fromTheirInitialValue() async {
+        for _ in 0..<20 {
+            let model = LockedName()
+            // One per relation: a listener has one relation per key path.
+            let listeners = (0..<6).map { _ in ValueListener(lifetime: LifetimeCounter()) }
+            let writer = Task.detached {
+                for index in 1...2_000 {
+                    model.name = "v\(index)"
+                    if index % 200 == 0 { await Task.yield() }
+                }
+            }
+            var logs: [ToldNames] = []
+            var tokens: [ObservationToken] = []
+            for (index, listener) in listeners.enumerated() {
+                let told = ToldNames()
+                logs.append(told)
+                if index.isMultiple(of: 2) {
+                    tokens.append(
+                        model.safeObserve(\.name, by: listener, options: [.initial, .old, .new], isolation: nil) {
+                            _, _, change in told.append(change)
+                        })
+                } else {
+                    tokens.append(
+                        await MainActor.run {
+                            model.safeObserve(\.name, by: listener, options: [.initial, .old, .new]) { _, _, change in
+                                told.append(change)
+                            }
+                        })
+                }
+                await Task.yield()
+            }
+            await writer.value
+            for told in logs {
+                #expect(await eventually { told.all.last?.newValue == "v2000" })
+                let problems = told.problems(endingAt: "v2000")
+                #expect(problems.isEmpty, "\(problems.prefix(4))")
+            }
+            withExtendedLifetime((tokens, listeners)) {}
+        }
+    }
+}
