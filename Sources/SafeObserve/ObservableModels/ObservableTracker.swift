@@ -151,6 +151,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// The job that set ``lastRead``: its verifications clear it when
         /// they end, unless a later job set it.
         @usableFromInline var lastReadJob: UInt64 = 0
+        /// The verifications of ``lastReadJob`` ended: the verification job
+        /// that finds no change lets go of ``lastRead`` (a value that may
+        /// hold references only).
+        @usableFromInline var lastReadExpires = false
         /// A value that may hold references only (see
         /// ``_ObservableTracker/keepsValues``): the value before the changes
         /// no job has read yet, read at the first one's `willSet` (or the
@@ -162,12 +166,13 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// the `willSet`: while one is open, a report is bound to come, so
         /// a job that ends keeps the value it told as the next one's
         /// baseline. A tracking cancelled meanwhile, or installed during a
-        /// change, leaves a count unpaired: only the installed tracking's
-        /// is kept past a job.
+        /// change, leaves a count unpaired: a job that keeps its value for
+        /// an open change drops it, and resets the counts, if no job began
+        /// a while later (see ``_ObservableTracker/dropKeptValuesLater()``).
         @usableFromInline var openChanges: [UInt64: Int] = [:]
 
         /// A change reported whose `willSet` no tracking saw, with no
-        /// baseline kept: it began while the first tracking was installed.
+        /// baseline kept: it began before the first tracking was installed.
         /// Its old value is unknown, so the next job tells the entries that
         /// keep none no old value (rather than a later baseline).
         @usableFromInline var hasUnpairedChange = false
@@ -300,17 +305,20 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 state.lastReadJob = state.machine.deliveriesBegun
             }
             state.nextEntryID &+= 1
-            // A value that may hold references is kept while a job is
-            // bound to come only (see `keepsValues`): a change began
-            // since the last job, or the entry is held during `.initial`;
-            // otherwise the next change's `willSet` reads the baseline.
-            let keeps = Self.keepsValues || holding || state.keepsEntryValues
+            let metAJob =
+                before.isDelivering || state.machine.isDelivering || state.machine.deliveriesBegun != before.begun
+            // A value that may hold references is kept while a job may be
+            // bound to come only (see `keepsValues`): the entry is held
+            // during `.initial`, a change began since the last job, or the
+            // read below may find a difference (a job ran since the read,
+            // or the first tracking was installed after it); the entry
+            // lets go of it below otherwise. Then the next change's
+            // `willSet` reads the baseline.
+            let keeps = Self.keepsValues || holding || isFirst || metAJob || state.keepsEntryValues
             state.entries.append(
                 Entry(
                     relation: _RelationReference(relation), id: state.nextEntryID, last: keeps ? value : nil,
                     isHeld: holding, initialInJob: initialInJob))
-            let metAJob =
-                before.isDelivering || state.machine.isDelivering || state.machine.deliveriesBegun != before.begun
             return (state.entries.count >= state.removalThreshold, metAJob, state.nextEntryID)
         }
         guard let (removesEnded, metAJob, entryID) = filed else { return nil }
@@ -331,8 +339,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // On a difference after the first read, the job also tracks again:
         // the first tracking may follow a link replaced in between.
         let differs = (metAJob || isFirst) && !_isSameValue(model[keyPath: keyPath], value)
-        // The job that tells the difference tells it from `value`.
-        if differs, !Self.keepsValues { keep(value, forEntry: entryID) }
+        // The job that tells the difference tells it from `value`, which
+        // the entry kept; with none, it lets go of it.
+        if !differs, !holding, !Self.keepsValues { letGoOfValue(ofEntry: entryID) }
         if isFirst, differs {
             if state.withLock({ $0.machine.firstReadChangedAfterTracking() }) { schedule() }
         } else if initialInJob != nil || differs, state.withLock({ $0.machine.redeliver() }) {
@@ -343,15 +352,20 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         return value
     }
 
-    /// Keeps `value` as the last value of the entry `id` (a value that may
-    /// hold references, until the job that is bound to come).
-    func keep(_ value: Value, forEntry id: UInt64) {
-        let replaced = state.withLock { state -> Value? in
-            guard let index = state.entries.lastIndex(where: { $0.id == id }) else { return nil }
-            defer { state.entries[index].last = value }
-            return state.entries[index].last
+    /// The entry `id` lets go of the value it kept (one that may hold
+    /// references), unless a job may be bound to come.
+    func letGoOfValue(ofEntry id: UInt64) {
+        let (released, dropsLater) = state.withLock { state -> (Value?, Bool) in
+            guard state.machine.phase == .idle else { return (nil, false) }
+            // A change began and was not reported: kept for its job, or
+            // for a while (its count may be left unpaired).
+            guard !state.keepsEntryValues else { return (nil, state.hasOpenChanges) }
+            guard let index = state.entries.lastIndex(where: { $0.id == id }) else { return (nil, false) }
+            defer { state.entries[index].last = nil }
+            return (state.entries[index].last, false)
         }
-        _ = replaced  // released unlocked
+        _ = released  // released unlocked
+        if dropsLater { dropKeptValuesLater() }
     }
 
     /// The `.initial` call of `relation` (added held) returned: jobs tell
@@ -527,7 +541,12 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             if !Self.keepsValues {
                 if let open = state.openChanges[generation], open > 0 {
                     state.openChanges[generation] = open - 1
-                } else if state.pendingOld == nil, _ObservationTrackingLayer.reportsAfterTheStore {
+                } else if state.pendingOld == nil, !state.machine.isDelivering,
+                    _ObservationTrackingLayer.reportsAfterTheStore
+                {
+                    // No baseline: a change that began before the first
+                    // tracking was installed (a job that ran since kept
+                    // what it told, or, running, keeps it at its end).
                     state.hasUnpairedChange = true
                 }
             }
@@ -600,12 +619,25 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             // Compared unlocked: `==` is the value type's code.
             let lastRead = state.withLock { $0.lastRead }
             if let lastRead, _isSameValue(model[keyPath: keyPath], lastRead) {
-                let (reschedule, released) = state.withLock { state in
+                let (reschedule, released, expired) = state.withLock { state in
                     // A change began meanwhile: `old` is still its baseline.
                     if !Self.keepsValues, state.pendingOld == nil, old != nil { swap(&state.pendingOld, &old) }
-                    return state.machine.endDelivery()
+                    var expired: Value?
+                    // The last verification: a value that may hold
+                    // references is let go of, after a job tells the
+                    // registrations made meanwhile (they kept theirs).
+                    if state.lastReadExpires {
+                        if state.entries.contains(where: { !$0.isHeld && $0.last != nil }) {
+                            _ = state.machine.redeliver()
+                        } else {
+                            state.lastReadExpires = false
+                            swap(&expired, &state.lastRead)
+                        }
+                    }
+                    let (reschedule, released) = state.machine.endDelivery()
+                    return (reschedule, released, expired)
                 }
-                _ = released
+                _ = (released, expired)
                 if reschedule { schedule() }  // a report came meanwhile
                 return
             }
@@ -658,6 +690,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             }
             withExtendedLifetime(listener) {}
         }
+        // Values entries no longer keep, released unlocked.
+        var replacedLasts: ContiguousArray<Value> = []
+        // Whether the job kept its value for a change not reported yet.
+        var dropsLater = false
         let (reschedule, released, replacedValues) = state.withLock {
             state -> (Bool, _ModelSentinel?, (pendingOld: Value?, lastRead: Value?)) in
             // Nothing to release (trivial values, no `.initial` cleared) and
@@ -700,44 +736,62 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                     }
                     continue
                 }
-                // A value that may hold references is not kept (see
-                // `keepsValues`); the value replaced stays in `entries`.
-                state.entries[index].last = Self.keepsValues ? value : nil
+                if Self.keepsValues {
+                    state.entries[index].last = value
+                } else if let kept = state.entries[index].last {
+                    // Not kept (see `keepsValues`); released unlocked.
+                    replacedLasts.append(kept)
+                    state.entries[index].last = nil
+                }
                 state.entries[index].initialInJob = nil
             }
             let (reschedule, released) = state.machine.endDelivery()
             // Replaced values, released unlocked.
             var replaced: (pendingOld: Value?, lastRead: Value?) = (nil, nil)
-            // A change began and was not reported yet (its store may have
-            // landed before or after the job's read), or the job runs
-            // again: the next job tells the changes from the value this one
-            // told.
             if !Self.keepsValues, state.machine.phase != .stopped {
-                if reschedule || readChanged || state.hasOpenChanges {
+                // The job runs again: the next job tells the changes from
+                // the value this one told. A change began and was not
+                // reported yet (its store may have landed before or after
+                // this job's read, its report may reach a tracking replaced
+                // since): the same, but only for a while (see
+                // `dropKeptValues(ifNoJobBegunSince:)`).
+                if reschedule || readChanged || state.hasOpenChanges || state.pendingOld != nil {
                     replaced.pendingOld = state.pendingOld
                     state.pendingOld = value
+                    dropsLater = !reschedule && !readChanged
+                } else {
+                    // No job is bound to come: registrations made during
+                    // this one let go of what they kept.
+                    var index = count
+                    while index < state.entries.count {
+                        defer { index += 1 }
+                        guard !state.entries[index].isHeld, let kept = state.entries[index].last else { continue }
+                        replacedLasts.append(kept)
+                        state.entries[index].last = nil
+                    }
                 }
-                // Trackings replaced by now report to nothing, or report
-                // changes that began on the installed one.
-                let installed = state.machine.installedGeneration
-                if state.openChanges.keys.contains(where: { $0 != installed }) {
-                    state.openChanges = state.openChanges.filter { $0.key == installed }
+                // Counts left unpaired (a tracking cancelled or installed
+                // during a change) are reset by that drop; closed ones go.
+                if state.openChanges.values.contains(0) {
+                    state.openChanges = state.openChanges.filter { $0.value > 0 }
                 }
             }
             if !_ObservationTrackingLayer.reportsAfterTheStore {
                 replaced.lastRead = state.lastRead
                 state.lastRead = value
                 state.lastReadJob = state.machine.deliveriesBegun
+                state.lastReadExpires = false
             }
             return (reschedule, released, replaced)
         }
         // Unlocked: the sentinel's deinit ends relations, and the replaced
         // values' may be anything.
-        _ = (released, replacedValues)
+        _ = (released, replacedValues, replacedLasts)
         if sawEnded { removeEnded(from: entries) }
         withExtendedLifetime(entries) {}
         if reschedule { schedule() }
-        if !_ObservationTrackingLayer.reportsAfterTheStore, !verifiesOnly { scheduleVerifications() }
+        if dropsLater { dropKeptValuesLater() }
+        if !_ObservationTrackingLayer.reportsAfterTheStore { scheduleVerifications() }
         // Only this job holds the sentinel: the key path read nothing
         // Observation tracks this time (a computed property that switched
         // to `@ObservationIgnored` state), so nothing can change it any
@@ -785,25 +839,54 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     func scheduleVerifications() {
         let job = state.withLock { $0.machine.deliveriesBegun }
         Task { [weak self] in
-            for delay in _ObservationTrackingLayer.verificationDelays {
+            let delays = _ObservationTrackingLayer.verificationDelays
+            for (index, delay) in delays.enumerated() {
                 try? await Task.sleep(for: delay)
                 guard let self else { return }
-                if state.withLock({ $0.machine.verify() }) { schedule() }
+                let schedules = state.withLock { state in
+                    // The last: the job that finds no change lets go of a
+                    // value that may hold references (see `keepsValues`).
+                    if index == delays.count - 1, !Self.keepsValues, state.lastReadJob == job {
+                        state.lastReadExpires = true
+                    }
+                    return state.machine.verify()
+                }
+                if schedules { schedule() }
             }
-            // A value that may hold references is kept only for the
-            // verifications of the job that read it (see `keepsValues`).
-            guard let self, !Self.keepsValues else { return }
-            let (released, schedules) = state.withLock { state -> (Value?, Bool) in
-                guard state.lastReadJob == job else { return (nil, false) }
-                defer { state.lastRead = nil }
-                // Registrations made meanwhile kept their values: a job
-                // tells them what changed since, and lets go of them.
-                let kept = state.entries.contains { !$0.isHeld && $0.last != nil }
-                return (state.lastRead, kept && state.machine.redeliver())
-            }
-            _ = released  // released unlocked
-            if schedules { schedule() }
         }
+    }
+
+    /// Schedules ``dropKeptValues(ifNoJobBegunSince:)`` a while from now
+    /// (``_ObservationTrackingLayer/verificationDelays``' last).
+    @usableFromInline
+    func dropKeptValuesLater() {
+        let job = state.withLock { $0.machine.deliveriesBegun }
+        Task { [weak self] in
+            try? await Task.sleep(for: _ObservationTrackingLayer.verificationDelays.last ?? .milliseconds(100))
+            self?.dropKeptValues(ifNoJobBegunSince: job)
+        }
+    }
+
+    /// A job kept the value it told for a change that had begun and not
+    /// reported (see `deliver()`): if none has reported since (its report
+    /// went to a tracking since replaced, or no tracking saw its
+    /// `didSet`), the values kept are let go of, and the counts of changes
+    /// begun are reset. A report that comes after is told with no old
+    /// value.
+    func dropKeptValues(ifNoJobBegunSince job: UInt64) {
+        let released = state.withLock { state -> (Value?, ContiguousArray<Value>)? in
+            guard state.machine.phase == .idle, state.machine.deliveriesBegun == job else { return nil }
+            state.openChanges = [:]
+            var lasts: ContiguousArray<Value> = []
+            for index in state.entries.indices where !state.entries[index].isHeld {
+                guard let kept = state.entries[index].last else { continue }
+                lasts.append(kept)
+                state.entries[index].last = nil
+            }
+            defer { state.pendingOld = nil }
+            return (state.pendingOld, lasts)
+        }
+        _ = released  // released unlocked
     }
 
     @usableFromInline

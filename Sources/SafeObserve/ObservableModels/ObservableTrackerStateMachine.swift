@@ -57,7 +57,7 @@ struct _ObservableTrackerStateMachine {
     @usableFromInline private(set) var deliveriesBegun: UInt64 = 0
 
     /// Whether a job runs (between ``beginDelivery()`` and ``endDelivery()``).
-    var isDelivering: Bool {
+    @usableFromInline var isDelivering: Bool {
         if case .delivering = phase { return true }
         return false
     }

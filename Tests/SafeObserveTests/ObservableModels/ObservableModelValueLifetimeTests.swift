@@ -195,6 +195,48 @@ struct ObservableModelValueLifetimeTests {
         #expect(await eventually { !token.isActive })
     }
 
+    /// Past the verifications of the before-the-store tracking (and with
+    /// the after-the-store one at once): a model that was told changes and
+    /// then left alone dies when dropped.
+    @Test func aModelLeftAloneAfterItsChanges_diesWhenDropped() async {
+        let models = LifetimeCounter()
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        var model: SelfReferring? = SelfReferring(lifetime: models)
+        let calls = Atomic<Int>(0)
+        let token = model!.safeObserve(\.pair, by: listener, options: [.old, .new], isolation: nil) { _, _, _ in
+            calls.add(1, ordering: .relaxed)
+        }
+        model!.tick = 1
+        #expect(await eventually { calls.load(ordering: .relaxed) == 1 })
+        try? await Task.sleep(for: .milliseconds(400))
+        model = nil
+        #expect(await holdsPromptly { models.liveCount == 0 }, "the model outlived its relation's verifications")
+        withExtendedLifetime(token) {}
+    }
+
+    /// A handler that registers another relation with `.initial` on the
+    /// same key path while its delivery runs: the new relation keeps
+    /// nothing once no job is due.
+    @Test func aRegistrationMadeByAHandler_keepsNothingOfItsValue() async {
+        let models = LifetimeCounter()
+        let first = ValueListener(lifetime: LifetimeCounter())
+        let second = ValueListener(lifetime: LifetimeCounter())
+        var model: SelfReferring? = SelfReferring(lifetime: models)
+        let tokens = _Mutex<[ObservationToken]>([])
+        let calls = Atomic<Int>(0)
+        let token = model!.safeObserve(\.pair, by: first, options: [.new], isolation: nil) { _, model, _ in
+            calls.add(1, ordering: .relaxed)
+            let made = model.safeObserve(\.pair, by: second, options: [.initial, .new], isolation: nil) { _, _, _ in }
+            tokens.withLock { $0.append(made) }
+        }
+        model!.tick = 1
+        #expect(await eventually { calls.load(ordering: .relaxed) == 1 })
+        try? await Task.sleep(for: .milliseconds(400))
+        model = nil
+        #expect(await holdsPromptly { models.liveCount == 0 }, "the handler's registration kept the model alive")
+        withExtendedLifetime((token, tokens)) {}
+    }
+
     @Test func anInvalidatedRelation_keepsNothingOfItsValue() async {
         let models = LifetimeCounter()
         let listener = ValueListener(lifetime: LifetimeCounter())
@@ -260,9 +302,9 @@ private final class ToldNames: Sendable {
 
     /// The problems against the chaining rule: `.initial` first, each old
     /// value the previous new value, no unchanged value, ending at `last`.
-    /// A missing old value is allowed (documented): a change that began
-    /// before the key path's first tracking was installed, whose value
-    /// before it no tracking read.
+    /// A missing old value is allowed (documented): a change that began on
+    /// the writer's thread while a tracking was being installed, whose
+    /// value before it no tracking read. A wrong one never is.
     func problems(endingAt last: String) -> [String] {
         let all = all
         guard let first = all.first, first.isInitial, var expected = first.newValue else {
@@ -271,7 +313,9 @@ private final class ToldNames: Sendable {
         var problems: [String] = []
         for (index, change) in all.enumerated().dropFirst() {
             if change.isInitial { problems.append("#\(index): a second .initial") }
-            if let old = change.oldValue, old != expected { problems.append("#\(index): old \(old) after \(expected)") }
+            if let old = change.oldValue, old != expected {
+                problems.append("#\(index): old \(old) after \(expected)")
+            }
             if change.oldValue == change.newValue { problems.append("#\(index): unchanged \(expected)") }
             expected = change.newValue ?? "nil"
         }
@@ -318,10 +362,10 @@ extension ObservableModelValueLifetimeTests {
                 await Task.yield()
             }
             await writer.value
-            for told in logs {
+            for (index, told) in logs.enumerated() {
                 #expect(await eventually { told.all.last?.newValue == "v2000" })
                 let problems = told.problems(endingAt: "v2000")
-                #expect(problems.isEmpty, "\(problems.prefix(4))")
+                #expect(problems.isEmpty, "relation \(index): \(problems.prefix(4))")
             }
             withExtendedLifetime((tokens, listeners)) {}
         }
