@@ -111,7 +111,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// value that may hold references is kept only until the next job
         /// (see ``_ObservableTracker/keepsValues``): `nil` otherwise, and
         /// the job's baseline is then ``State/pendingOld``.
-        @usableFromInline var last: Value?
+        /// (Spelled `Optional<Value>`, which has no implicit `nil` to
+        /// destroy when the initializer sets it.)
+        @usableFromInline var last: Optional<Value>
         /// Told nothing until its `.initial` call returned: a job skips it
         /// meanwhile (see ``release(_:)``).
         @usableFromInline var isHeld: Bool
@@ -121,13 +123,17 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// was registered off the tracker's actor): then released.
         @usableFromInline var initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)?
 
+        /// Keeps `value` as `last` if `keepsValue`. Inlined, and `last`
+        /// set case by case: an `Optional<Value>` temporary costs a
+        /// metadata lookup per registration in unspecialized code (row 107).
+        @inline(__always)
         init(
-            relation: _RelationReference, id: UInt64, last: Value?, isHeld: Bool,
+            relation: _RelationReference, id: UInt64, value: Value, keepsValue: Bool, isHeld: Bool,
             initialInJob: (@Sendable (AnyObject, Root, ObservedChange<Value>) -> Void)?
         ) {
             self.relation = relation
             self.id = id
-            self.last = last
+            if keepsValue { self.last = value } else { self.last = nil }
             self.isHeld = isHeld
             self.initialInJob = initialInJob
         }
@@ -317,7 +323,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             let keeps = Self.keepsValues || holding || isFirst || metAJob || state.keepsEntryValues
             state.entries.append(
                 Entry(
-                    relation: _RelationReference(relation), id: state.nextEntryID, last: keeps ? value : nil,
+                    relation: _RelationReference(relation), id: state.nextEntryID, value: value, keepsValue: keeps,
                     isHeld: holding, initialInJob: initialInJob))
             return (state.entries.count >= state.removalThreshold, metAJob, state.nextEntryID)
         }
