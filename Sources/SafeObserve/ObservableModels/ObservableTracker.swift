@@ -191,6 +191,31 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             pendingOld != nil || hasOpenChanges || (!_ObservationTrackingLayer.reportsAfterTheStore && lastRead != nil)
         }
 
+        /// Takes the value entry `index` kept (one that may hold references)
+        /// out of it, for the caller to release unlocked.
+        @usableFromInline
+        mutating func takeKeptValue(at index: Int) -> Value? {
+            defer { entries[index].last = nil }
+            return entries[index].last
+        }
+
+        /// Takes the values kept by the entries from `index` on that are not
+        /// held into `values`, for the caller to release unlocked.
+        @usableFromInline
+        mutating func takeKeptValues(from index: Int, into values: inout ContiguousArray<Value>) {
+            for index in index..<entries.count where !entries[index].isHeld {
+                if let kept = takeKeptValue(at: index) { values.append(kept) }
+            }
+        }
+
+        /// Entry `index` lets go of the value it kept, unless a job may be
+        /// bound to come (see ``_ObservableTracker/keepsValues``); the value,
+        /// for the caller to release unlocked.
+        mutating func letGoOfValueUnlessAJobMayCome(at index: Int) -> Value? {
+            guard machine.phase == .idle, !keepsEntryValues else { return nil }
+            return takeKeptValue(at: index)
+        }
+
         /// Whether a change began and was not reported yet.
         @usableFromInline var hasOpenChanges: Bool { openChanges.values.contains { $0 > 0 } }
         /// The first key path instance a report named that equals
@@ -362,13 +387,11 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// references), unless a job may be bound to come.
     func letGoOfValue(ofEntry id: UInt64) {
         let (released, dropsLater) = state.withLock { state -> (Value?, Bool) in
-            guard state.machine.phase == .idle else { return (nil, false) }
             // A change began and was not reported: kept for its job, or
             // for a while (its count may be left unpaired).
-            guard !state.keepsEntryValues else { return (nil, state.hasOpenChanges) }
-            guard let index = state.entries.lastIndex(where: { $0.id == id }) else { return (nil, false) }
-            defer { state.entries[index].last = nil }
-            return (state.entries[index].last, false)
+            let dropsLater = state.machine.phase == .idle && state.hasOpenChanges
+            guard let index = state.entries.lastIndex(where: { $0.id == id }) else { return (nil, dropsLater) }
+            return (state.letGoOfValueUnlessAJobMayCome(at: index), dropsLater)
         }
         _ = released  // released unlocked
         if dropsLater { dropKeptValuesLater() }
@@ -388,9 +411,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             if state.entries[index].wasSkipped { return (state.machine.redeliver(), nil) }
             // With no job bound to come, a value that may hold references
             // is not kept (see `keepsValues`).
-            guard !Self.keepsValues, state.machine.phase == .idle, !state.keepsEntryValues else { return (false, nil) }
-            defer { state.entries[index].last = nil }
-            return (false, state.entries[index].last)
+            guard !Self.keepsValues else { return (false, nil) }
+            return (false, state.letGoOfValueUnlessAJobMayCome(at: index))
         }
         _ = released  // released unlocked
         if schedules { schedule() }
@@ -744,10 +766,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 }
                 if Self.keepsValues {
                     state.entries[index].last = value
-                } else if let kept = state.entries[index].last {
+                } else if let kept = state.takeKeptValue(at: index) {
                     // Not kept (see `keepsValues`); released unlocked.
                     replacedLasts.append(kept)
-                    state.entries[index].last = nil
                 }
                 state.entries[index].initialInJob = nil
             }
@@ -768,13 +789,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 } else {
                     // No job is bound to come: registrations made during
                     // this one let go of what they kept.
-                    var index = count
-                    while index < state.entries.count {
-                        defer { index += 1 }
-                        guard !state.entries[index].isHeld, let kept = state.entries[index].last else { continue }
-                        replacedLasts.append(kept)
-                        state.entries[index].last = nil
-                    }
+                    state.takeKeptValues(from: count, into: &replacedLasts)
                 }
                 // Counts left unpaired (a tracking cancelled or installed
                 // during a change) are reset by that drop; closed ones go.
@@ -884,11 +899,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             guard state.machine.phase == .idle, state.machine.deliveriesBegun == job else { return nil }
             state.openChanges = [:]
             var lasts: ContiguousArray<Value> = []
-            for index in state.entries.indices where !state.entries[index].isHeld {
-                guard let kept = state.entries[index].last else { continue }
-                lasts.append(kept)
-                state.entries[index].last = nil
-            }
+            state.takeKeptValues(from: 0, into: &lasts)
             defer { state.pendingOld = nil }
             return (state.pendingOld, lasts)
         }
