@@ -369,7 +369,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // key path is read again now that the tracking is installed.
         // On a difference after the first read, the job also tracks again:
         // the first tracking may follow a link replaced in between.
-        let differs = (metAJob || isFirst) && !_isSameValue(model[keyPath: keyPath], value)
+        let differs = (metAJob || isFirst) && !_isSameValue(model[keyPath: keyPath], value) && !readsAnew(model)
         // The job that tells the difference tells it from `value`, which
         // the entry kept; with none, it lets go of it.
         if !differs, !holding, !Self.keepsValues { letGoOfValue(ofEntry: entryID) }
@@ -599,6 +599,17 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         }
     }
 
+    /// Whether the key path reads a new value at each read, with nothing
+    /// stored: a value compared by identity (neither trivial nor
+    /// `Equatable`) that a computed property makes anew, such as an array of
+    /// class instances. Then a read that differs from an earlier one tells
+    /// no change (a report does): reads the key path twice, unlocked.
+    @usableFromInline
+    func readsAnew(_ model: Root) -> Bool {
+        guard !_isPOD(Value.self), !(Value.self is any Equatable.Type) else { return false }
+        return !_hasSameBits(model[keyPath: keyPath], model[keyPath: keyPath])
+    }
+
     /// The job, on the tracker's isolation.
     @inlinable
     func deliver() {
@@ -646,26 +657,37 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         if verifiesOnly {
             // Compared unlocked: `==` is the value type's code.
             let lastRead = state.withLock { $0.lastRead }
-            if let lastRead, _isSameValue(model[keyPath: keyPath], lastRead) {
+            // A value made anew at each read verifies nothing (reports tell
+            // its changes); nor does one that differs at every read, past a
+            // bound (see `rereadFoundChange()`).
+            let anew = lastRead != nil && readsAnew(model)
+            if let lastRead,
+                _isSameValue(model[keyPath: keyPath], lastRead) || anew
+                    || !state.withLock({ $0.machine.rereadFoundChange() })
+            {
+                var keptAnew: ContiguousArray<Value> = []
                 let (reschedule, released, expired) = state.withLock { state in
                     // A change began meanwhile: `old` is still its baseline.
                     if !Self.keepsValues, state.pendingOld == nil, old != nil { swap(&state.pendingOld, &old) }
                     var expired: Value?
                     // The last verification: a value that may hold
                     // references is let go of, after a job tells the
-                    // registrations made meanwhile (they kept theirs).
+                    // registrations made meanwhile (they kept theirs), or
+                    // at once if it is made anew at each read (no job
+                    // could tell them apart from a change).
                     if state.lastReadExpires {
-                        if state.entries.contains(where: { !$0.isHeld && $0.last != nil }) {
+                        if !anew, state.entries.contains(where: { !$0.isHeld && $0.last != nil }) {
                             _ = state.machine.redeliver()
                         } else {
                             state.lastReadExpires = false
                             swap(&expired, &state.lastRead)
+                            if anew { state.takeKeptValues(from: 0, into: &keptAnew) }
                         }
                     }
                     let (reschedule, released) = state.machine.endDelivery()
                     return (reschedule, released, expired)
                 }
-                _ = (released, expired)
+                _ = (released, expired, keptAnew)
                 if reschedule { schedule() }  // a report came meanwhile
                 return
             }
@@ -683,7 +705,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // link or branch read only now reported to nothing, so the key path
         // is read again, and on a difference the job runs again and tracks
         // again (unlocked: `==` is the value type's code).
-        let readChanged = generation != nil && !_isSameValue(model[keyPath: keyPath], value)
+        let readChanged = generation != nil && !_isSameValue(model[keyPath: keyPath], value) && !readsAnew(model)
         if readChanged { state.withLock { $0.machine.readChangedAfterTracking() } }
         // Whether an entry's relation ended: then they are removed after.
         var sawEnded = false

@@ -39,7 +39,11 @@
 /// read before (none, after a burst), not what it reads now, so a store
 /// between the job's read and the installation (to a new link, say)
 /// reported to nothing. If the value changed, the job runs again and
-/// tracks again (``readChangedAfterTracking()``).
+/// tracks again (``readChangedAfterTracking()``). That, and a verification
+/// that finds a change, are taken for changes up to ``maxRereadsInARow``
+/// times with no report in between (``rereadFoundChange()``): a key path
+/// whose reads differ with nothing stored (a computed property that returns
+/// a random value) must not run jobs for ever.
 @usableFromInline
 struct _ObservableTrackerStateMachine {
     @usableFromInline
@@ -87,6 +91,14 @@ struct _ObservableTrackerStateMachine {
     /// reports each change with the same one, which is then filed already
     /// (checked without scanning ``fired``).
     private var filedGeneration: UInt64 = 0
+    /// The jobs scheduled in a row by ``readChangedAfterTracking()``, with
+    /// no report since.
+    private var rereadsInARow = 0
+    /// The bound on ``rereadsInARow``. A store between a job's read and its
+    /// tracking's installation that a second job's window sees too is rare;
+    /// a third, with no store reported meanwhile, is taken for reads that
+    /// differ with nothing stored.
+    @usableFromInline static let maxRereadsInARow = 2
 
     /// What the report does after unlocking. Trivial, with no payload: the
     /// caller holds the tracking that reported (an `ObservationTracking`,
@@ -121,6 +133,7 @@ struct _ObservableTrackerStateMachine {
         cancelsInBursts: Bool = true
     ) -> ChangedAction {
         let continuous = _ObservationTrackingLayer.reportsAfterTheStore
+        rereadsInARow = 0
         if !keepsReads, phase != .stopped { needsTracking = true }
         switch phase {
         case .stopped:
@@ -185,12 +198,24 @@ struct _ObservableTrackerStateMachine {
     /// read and the installation, which may have replaced what the key path
     /// reads (a chain's link, a computed property's branch) while the new
     /// tracking follows what the first read read. The job runs again, and
-    /// tracks again.
+    /// tracks again, unless ``maxRereadsInARow`` jobs did so since the last
+    /// report.
     @usableFromInline
     mutating func readChangedAfterTracking() {
-        guard case .delivering = phase else { return }
+        guard case .delivering = phase, rereadFoundChange() else { return }
         phase = .delivering(dirty: true)
         needsTracking = true
+    }
+
+    /// A job read the key path again (after installing its tracking, or to
+    /// verify the last delivery's read) and found it changed, with no
+    /// report: whether to take it for a change, which is so up to
+    /// ``maxRereadsInARow`` times since the last report.
+    @usableFromInline
+    mutating func rereadFoundChange() -> Bool {
+        guard rereadsInARow < Self.maxRereadsInARow else { return false }
+        rereadsInARow += 1
+        return true
     }
 
     /// The first registration read the key path again once its tracking

@@ -64,6 +64,66 @@ private final class TreeNode: @unchecked Sendable {
     deinit { lifetime.didDeinit() }
 }
 
+/// A non-final `@Observable` class, observed through a subclass that
+/// overrides a computed property to return a value holding the model.
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
+private class BaseModel: @unchecked Sendable {
+    var tick = 0
+    @ObservationIgnored let lifetime: LifetimeCounter
+    /// Nothing of the model, in the base class.
+    var snapshot: [AnyObject] {
+        _ = tick
+        return []
+    }
+
+    init(lifetime: LifetimeCounter) {
+        self.lifetime = lifetime
+        lifetime.didInit()
+    }
+    deinit { lifetime.didDeinit() }
+}
+
+// @unchecked Sendable: as its base class.
+private final class DerivedModel: BaseModel, @unchecked Sendable {
+    /// The model itself, in an array.
+    override var snapshot: [AnyObject] {
+        _ = tick
+        return [self]
+    }
+}
+
+/// A model whose computed key paths read a value made anew at each read.
+@Observable
+// @unchecked Sendable: each test changes it from one thread at a time.
+private final class ReadsAnew: @unchecked Sendable {
+    var tick = 0
+    /// A new array of a class instance, told apart by identity only.
+    var boxes: [ValueListener] {
+        _ = tick
+        return [ValueListener(lifetime: LifetimeCounter())]
+    }
+    /// A trivial value that differs at each read.
+    var roll: Int {
+        _ = tick
+        return Int.random(in: 0..<Int.max)
+    }
+}
+
+/// A model that lives for the whole process, whose value refers to the
+/// listener.
+private enum Shared {
+    static let model = SelfReferring(lifetime: LifetimeCounter())
+}
+
+/// Observes any `Observable` class's key path, in generic code.
+private func observeGenerically<Model: Observable & AnyObject & Sendable, Value>(
+    _ model: Model, _ keyPath: KeyPath<Model, Value>, by listener: AnyObject,
+    options: ObservationOptions
+) -> ObservationToken {
+    model.safeObserve(keyPath, by: listener, options: options, isolation: nil) { _, _, _ in }
+}
+
 private final class ValueListener: Sendable {
     let lifetime: LifetimeCounter
     init(lifetime: LifetimeCounter) {
@@ -237,6 +297,54 @@ struct ObservableModelValueLifetimeTests {
         withExtendedLifetime((token, tokens)) {}
     }
 
+    /// A subclass overriding a computed property of its `@Observable` base
+    /// class, observed through the base class's key path and its own, as
+    /// the subclass and as the base class, from generic code too.
+    @Test(arguments: optionSets)
+    func aSubclassModel_whoseValueHoldsIt_diesWhenDropped(options: ObservationOptions) async {
+        let models = LifetimeCounter()
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        let calls = Atomic<Int>(0)
+        var model: DerivedModel? = DerivedModel(lifetime: models)
+        let tokens = [
+            model!.safeObserve(\.snapshot, by: listener, options: options, isolation: nil) { _, model, change in
+                #expect(change.newValue?.first === model)
+                calls.add(1, ordering: .relaxed)
+            },
+            (model! as BaseModel).safeObserve(\BaseModel.snapshot, by: listener, options: options, isolation: nil) {
+                _, _, _ in calls.add(1, ordering: .relaxed)
+            },
+            observeGenerically(model!, \DerivedModel.snapshot, by: listener, options: options),
+        ]
+        model!.tick = 1
+        #expect(await eventually { calls.load(ordering: .relaxed) >= (options.contains(.initial) ? 4 : 2) })
+        model = nil
+        #expect(
+            await holdsPromptly { models.liveCount == 0 },
+            "a relation on an overriding \\.snapshot kept its model alive")
+        #expect(await eventually { tokens.allSatisfy { !$0.isActive } })
+    }
+
+    /// A model in a static property, which never dies: the listener its
+    /// value refers to dies when dropped, and its relation ends then.
+    @Test func aStaticModelsValue_keepsNotItsListenerAlive() async {
+        let listeners = LifetimeCounter()
+        let model = Shared.model
+        var listener: ValueListener? = ValueListener(lifetime: listeners)
+        model._friend = listener
+        let calls = Atomic<Int>(0)
+        let token = model.safeObserve(\.friend, by: listener!, options: [.initial, .old, .new], isolation: nil) {
+            _, _, change in
+            if !change.isInitial { calls.add(1, ordering: .relaxed) }
+        }
+        model.tick += 1
+        #expect(await eventually { calls.load(ordering: .relaxed) == 1 })
+        listener = nil
+        #expect(await holdsPromptly { listeners.liveCount == 0 }, "a static model's relation kept its listener alive")
+        model.tick += 1
+        #expect(await eventually { !token.isActive })
+    }
+
     @Test func anInvalidatedRelation_keepsNothingOfItsValue() async {
         let models = LifetimeCounter()
         let listener = ValueListener(lifetime: LifetimeCounter())
@@ -247,6 +355,62 @@ struct ObservableModelValueLifetimeTests {
         #expect(
             await holdsPromptly { models.liveCount == 0 },
             "an invalidated relation kept its model alive until its next change")
+    }
+
+    /// A computed key path whose value, compared by identity, is new at each
+    /// read: each change is told once, nothing is told unasked, and no job
+    /// runs without end (each read after a job's would otherwise differ).
+    @Test(arguments: [false, true])
+    func aValueMadeAnewAtEachRead_isToldEachChangeOnce(onTheMainActor: Bool) async {
+        let models = LifetimeCounter()
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        let calls = Atomic<Int>(0)
+        var model: ReadsAnew? = ReadsAnew()
+        let token: ObservationToken
+        if onTheMainActor {
+            token = await MainActor.run { [model] in
+                model!.safeObserve(\.boxes, by: listener, options: [.old, .new]) { _, _, _ in
+                    calls.add(1, ordering: .relaxed)
+                }
+            }
+        } else {
+            token = model!.safeObserve(\.boxes, by: listener, options: [.old, .new], isolation: nil) { _, _, _ in
+                calls.add(1, ordering: .relaxed)
+            }
+        }
+        try? await Task.sleep(for: .milliseconds(300))
+        #expect(calls.load(ordering: .relaxed) == 0, "told a change nobody made")
+        for tick in 1...3 {
+            model!.tick = tick
+            #expect(await eventually { calls.load(ordering: .relaxed) >= tick })
+            try? await Task.sleep(for: .milliseconds(200))
+            #expect(calls.load(ordering: .relaxed) == tick, "one change told \(calls.load(ordering: .relaxed)) times")
+        }
+        weak let weakModel = model
+        model = nil
+        #expect(await holdsPromptly { weakModel == nil }, "jobs without end kept the model alive")
+        #expect(await eventually { !token.isActive })
+        _ = models
+    }
+
+    /// A trivial value that differs at each read (a random number): a
+    /// change runs a bounded number of jobs, then none.
+    @Test func aValueThatDiffersAtEachRead_runsBoundedJobs() async {
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        let calls = Atomic<Int>(0)
+        let model = ReadsAnew()
+        let token = model.safeObserve(\.roll, by: listener, options: [.new], isolation: nil) { _, _, _ in
+            calls.add(1, ordering: .relaxed)
+        }
+        model.tick = 1
+        #expect(await eventually { calls.load(ordering: .relaxed) >= 1 })
+        // Bounded, not timed: jobs without end would be told thousands of
+        // times a second.
+        for _ in 0..<2 {
+            try? await Task.sleep(for: .seconds(1))
+            #expect(calls.load(ordering: .relaxed) <= 5, "one change told \(calls.load(ordering: .relaxed)) times")
+        }
+        withExtendedLifetime(token) {}
     }
 
     /// What the relation no longer keeps does not cost it its old values: a
