@@ -91,8 +91,8 @@ struct _ObservableTrackerStateMachine {
     /// reports each change with the same one, which is then filed already
     /// (checked without scanning ``fired``).
     private var filedGeneration: UInt64 = 0
-    /// The jobs scheduled in a row by ``readChangedAfterTracking()``, with
-    /// no report since.
+    /// The re-reads taken for changes in a row (``rereadFoundChange()``),
+    /// with no report since.
     private var rereadsInARow = 0
     /// The bound on ``rereadsInARow``. A store between a job's read and its
     /// tracking's installation that a second job's window sees too is rare;
