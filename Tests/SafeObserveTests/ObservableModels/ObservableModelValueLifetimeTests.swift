@@ -535,3 +535,68 @@ extension ObservableModelValueLifetimeTests {
         }
     }
 }
+
+// MARK: - Trivial values under several writers
+
+/// A model whose `Int` property is behind a lock, written by several threads.
+@Observable
+private final class LockedCount: Sendable {
+    @ObservationIgnored private let storage = _Mutex(0)
+
+    var count: Int {
+        get {
+            access(keyPath: \.count)
+            return storage.withLock { $0 }
+        }
+        set {
+            withMutation(keyPath: \.count) { storage.withLock { $0 = newValue } }
+        }
+    }
+}
+
+extension ObservableModelValueLifetimeTests {
+    /// A trivial value is kept from change to change (documented): its old
+    /// values chain even while two threads change it at once and relations
+    /// come and go, which a value that is not trivial does not promise.
+    @Test func oldValues_ofATrivialValue_chain_underTwoWriters_whileRelationsComeAndGo() async {
+        let model = LockedCount()
+        let stop = Atomic<Bool>(false)
+        let writers = Task {
+            await stressRunConcurrentlyOffThePool(
+                (1...2).map { thread in
+                    {
+                        var index = 0
+                        while !stop.load(ordering: .relaxed) {
+                            index += 1
+                            model.count = thread * 1_000_000_000 + index
+                        }
+                    }
+                })
+        }
+        var problems: [String] = []
+        var deliveries = 0
+        for round in 0..<30 {
+            let listener = ValueListener(lifetime: LifetimeCounter())
+            let told = _Mutex<[ObservedChange<Int>]>([])
+            let options: ObservationOptions = round.isMultiple(of: 2) ? [.initial, .old, .new] : [.old, .new]
+            let token = model.safeObserve(\.count, by: listener, options: options, isolation: nil) { _, _, change in
+                told.withLock { $0.append(change) }
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+            token.invalidate()
+            var expected: Int?
+            for (index, change) in told.withLock({ $0 }).enumerated() {
+                deliveries += 1
+                if let expected, change.oldValue != expected {
+                    let old = change.oldValue.map(String.init) ?? "nil"
+                    problems.append("round \(round) #\(index): old \(old) after \(expected)")
+                }
+                expected = change.newValue
+            }
+        }
+        stop.store(true, ordering: .relaxed)
+        await writers.value
+        #expect(deliveries > 30, "the writers' changes were told \(deliveries) times")
+        #expect(problems.isEmpty, "\(problems.count) broken links: \(problems.prefix(4))")
+    }
+}
