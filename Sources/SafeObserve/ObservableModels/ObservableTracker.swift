@@ -660,11 +660,9 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             // A value made anew at each read verifies nothing (reports tell
             // its changes); nor does one that differs at every read, past a
             // bound (see `rereadFoundChange()`).
-            let anew = lastRead != nil && readsAnew(model)
-            if let lastRead,
-                _isSameValue(model[keyPath: keyPath], lastRead) || anew
-                    || !state.withLock({ $0.machine.rereadFoundChange() })
-            {
+            let same = lastRead.map { _isSameValue(model[keyPath: keyPath], $0) } ?? false
+            let anew = lastRead != nil && !same && readsAnew(model)
+            if lastRead != nil, same || anew || !state.withLock({ $0.machine.rereadFoundChange() }) {
                 var keptAnew: ContiguousArray<Value> = []
                 let (reschedule, released, expired) = state.withLock { state in
                     // A change began meanwhile: `old` is still its baseline.

@@ -9,10 +9,10 @@ import Testing
 
 @testable import SafeObserve
 
-/// A model whose property is behind a lock, so that a writer thread and the
+/// A model whose property is behind a lock, so that writer threads and the
 /// delivery's read do not race (only Observation's timing is under test).
 @Observable
-private final class LockedStore: Sendable {
+final class LockedStore: Sendable {
     @ObservationIgnored private let storage = _Mutex(0)
 
     var count: Int {

@@ -538,28 +538,12 @@ extension ObservableModelValueLifetimeTests {
 
 // MARK: - Trivial values under several writers
 
-/// A model whose `Int` property is behind a lock, written by several threads.
-@Observable
-private final class LockedCount: Sendable {
-    @ObservationIgnored private let storage = _Mutex(0)
-
-    var count: Int {
-        get {
-            access(keyPath: \.count)
-            return storage.withLock { $0 }
-        }
-        set {
-            withMutation(keyPath: \.count) { storage.withLock { $0 = newValue } }
-        }
-    }
-}
-
 extension ObservableModelValueLifetimeTests {
     /// A trivial value is kept from change to change (documented): its old
     /// values chain even while two threads change it at once and relations
     /// come and go, which a value that is not trivial does not promise.
     @Test func oldValues_ofATrivialValue_chain_underTwoWriters_whileRelationsComeAndGo() async {
-        let model = LockedCount()
+        let model = LockedStore()
         let stop = Atomic<Bool>(false)
         let writers = Task {
             await stressRunConcurrentlyOffThePool(
