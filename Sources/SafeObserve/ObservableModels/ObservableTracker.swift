@@ -139,6 +139,34 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         }
     }
 
+    /// A thread making a change, and the generation of a tracking that saw
+    /// its `willSet`.
+    @usableFromInline
+    struct ChangeKey: Hashable {
+        @usableFromInline let thread: UInt
+        @usableFromInline let generation: UInt64
+
+        @inlinable
+        init(thread: UInt, generation: UInt64) {
+            self.thread = thread
+            self.generation = generation
+        }
+    }
+
+    /// What a report was, by the `willSet`s seen on its thread.
+    @usableFromInline
+    enum ChangeEnd {
+        /// A change whose `willSet` a tracking saw.
+        case paired
+        /// A change whose `willSet` no tracking saw: it began before the
+        /// first tracking was installed, so its old value is unknown, and a
+        /// value read at another thread's `willSet` may come after its store.
+        case unpaired
+        /// A change this thread reported already, reported to another
+        /// tracking: no change.
+        case reportedAlready
+    }
+
     @usableFromInline
     struct State {
         @usableFromInline var machine = _ObservableTrackerStateMachine()
@@ -167,20 +195,31 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// value a job told, when a change is known to be coming), kept
         /// until the next job: the old value of the entries that keep none.
         @usableFromInline var pendingOld: Value?
+        /// ``pendingOld`` is the value a job told (not one read at a
+        /// `willSet`, which a change that no tracking saw begin may have
+        /// overtaken: see ``ChangeEnd/unpaired``).
+        @usableFromInline var pendingOldWasTold = false
         /// The changes begun and not yet reported (a `willSet` seen, its
-        /// `didSet` not yet), by the generation of the tracking that saw
-        /// the `willSet`: while one is open, a report is bound to come, so
-        /// a job that ends keeps the value it told as the next one's
-        /// baseline. A tracking cancelled meanwhile, or installed during a
-        /// change, leaves a count unpaired: a job that keeps its value for
-        /// an open change drops it, and resets the counts, if no job began
-        /// a while later (see ``_ObservableTracker/dropKeptValuesLater()``).
-        @usableFromInline var openChanges: [UInt64: Int] = [:]
+        /// `didSet` not yet), by the thread making the change (which calls
+        /// both) and the generation of the tracking that saw the `willSet`:
+        /// while one is open, a report is bound to come, so a job that ends
+        /// keeps the value it told as the next one's baseline. A tracking
+        /// cancelled meanwhile, or installed during a change, leaves a count
+        /// unpaired: a job that keeps its value for an open change drops it,
+        /// and resets the counts, if no job began a while later (see
+        /// ``_ObservableTracker/dropKeptValuesLater()``).
+        @usableFromInline var openChanges: [ChangeKey: Int] = [:]
+        /// The threads that reported a change since their last `willSet`:
+        /// a report on one with no change open is the same change's, to
+        /// another tracking of this tracker (installed during the change).
+        @usableFromInline var reportingThreads: Set<UInt> = []
 
         /// A change reported whose `willSet` no tracking saw, with no
-        /// baseline kept: it began before the first tracking was installed.
-        /// Its old value is unknown, so the next job tells the entries that
-        /// keep none no old value (rather than a later baseline).
+        /// baseline told since: it began before the first tracking was
+        /// installed. Its old value is unknown (and a value read at another
+        /// thread's `willSet` may have been read after its store), so the
+        /// next job tells the entries that keep none no old value (rather
+        /// than a later baseline).
         @usableFromInline var hasUnpairedChange = false
 
         /// Whether a registration keeps the value it read (one that may hold
@@ -218,6 +257,53 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
 
         /// Whether a change began and was not reported yet.
         @usableFromInline var hasOpenChanges: Bool { openChanges.values.contains { $0 > 0 } }
+
+        /// A change begins on `thread`: a tracking of generation
+        /// `generation` saw its `willSet`.
+        @inlinable
+        mutating func changeBegins(on thread: UInt, generation: UInt64) {
+            openChanges[ChangeKey(thread: thread, generation: generation), default: 0] += 1
+            if !reportingThreads.isEmpty { reportingThreads.remove(thread) }
+        }
+
+        /// A tracking of generation `generation` reported a change made on
+        /// `thread`: which change it was.
+        @inlinable
+        mutating func changeEnds(on thread: UInt, generation: UInt64) -> ChangeEnd {
+            let (reported, _) = reportingThreads.insert(thread)
+            let key = ChangeKey(thread: thread, generation: generation)
+            if let open = openChanges[key], open > 0 {
+                openChanges[key] = open - 1
+                return .paired
+            }
+            // Its `willSet` reached another tracking only (cancelled since,
+            // or installed during the change).
+            if let other = openChanges.first(where: { $0.key.thread == thread && $0.value > 0 }) {
+                openChanges[other.key] = other.value - 1
+                return .paired
+            }
+            return reported ? .unpaired : .reportedAlready
+        }
+
+        /// A `willSet` read of the value before a change, begun when the
+        /// job count was `stamp`, returned `value`: the baseline of the next
+        /// job, unless one is known already, or a job began since (which
+        /// told a later value, and keeps it as this change's baseline: this
+        /// change is open at its end). The first read filed is the one: each
+        /// thread that read files before its own store, so the first filed
+        /// was read before any store of a thread whose `willSet` found no
+        /// baseline, and any other thread's store finds one. What it does
+        /// not keep, for the caller to release unlocked.
+        @usableFromInline
+        mutating func fileOldRead(_ value: Value?, stamp: UInt64) -> Value? {
+            guard let value, machine.phase != .stopped, stamp == machine.deliveriesBegun, pendingOld == nil else {
+                return value
+            }
+            pendingOld = value
+            pendingOldWasTold = false
+            return nil
+        }
+
         /// The first key path instance a report named that equals
         /// ``_ObservableTracker/keyPath``; set once (see
         /// ``_ObservableTracker/equalReportedKeyPathAddress``).
@@ -230,8 +316,10 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
 
     /// Whether the tracker keeps the values it told (or read at a
     /// registration) from one change to the next, as the old value of the
-    /// next change: only a trivial value, which holds no reference. Any
-    /// other value may refer to the model or the listener (`\.parent`,
+    /// next change: only a value that holds no reference a user's object can
+    /// be reached by (a trivial value, `String`, arrays of them: see
+    /// ``keepsReferenceFreeValues``). Any other value may refer to the model
+    /// or the listener (`\.parent`,
     /// `\.root`, a value holding `self`), and a value kept from a change to
     /// the next would keep them alive: the model's registrar holds the
     /// trackings' closures, which hold the sentinel, which holds the
@@ -239,7 +327,12 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// tells it: the value before a change is read at its `willSet`, on the
     /// mutating thread (see ``captureOld()``).
     @inlinable
-    static var keepsValues: Bool { _isPOD(Value.self) }
+    var keepsValues: Bool { _isPOD(Value.self) || keepsReferenceFreeValues }
+
+    /// A value that is not trivial but holds no reference that can reach a
+    /// user's object (`String`, an array of them, see
+    /// `_holdsNoUserReferences(_:)`): kept like a trivial one.
+    @usableFromInline let keepsReferenceFreeValues: Bool
 
     @usableFromInline let keyPath: KeyPath<Root, Value>
     /// Whether the key path's read is the model's own class's getter of one
@@ -296,6 +389,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         self.keyPath = keyPath
         readsOnlyItself = type(of: model) == Root.self && _ObservationTrackingLayer.reportsAfterTheStore
         self.model = _UnretainedReference(model)
+        keepsReferenceFreeValues = !_isPOD(Value.self) && _holdsNoUserReferences(Value.self)
         mailbox = isolation.map { _Mailbox.of($0) }
         self.sentinel = sentinel
         trackFirst = code.track
@@ -345,7 +439,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             // or the first tracking was installed after it); the entry
             // lets go of it below otherwise. Then the next change's
             // `willSet` reads the baseline.
-            let keeps = Self.keepsValues || holding || isFirst || metAJob || state.keepsEntryValues
+            let keeps = keepsValues || holding || isFirst || metAJob || state.keepsEntryValues
             state.entries.append(
                 Entry(
                     relation: _RelationReference(relation), id: state.nextEntryID, value: value, keepsValue: keeps,
@@ -372,7 +466,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         let differs = (metAJob || isFirst) && !_isSameValue(model[keyPath: keyPath], value) && !readsAnew(model)
         // The job that tells the difference tells it from `value`, which
         // the entry kept; with none, it lets go of it.
-        if !differs, !holding, !Self.keepsValues { letGoOfValue(ofEntry: entryID) }
+        if !differs, !holding, !keepsValues { letGoOfValue(ofEntry: entryID) }
         if isFirst, differs {
             if state.withLock({ $0.machine.firstReadChangedAfterTracking() }) { schedule() }
         } else if initialInJob != nil || differs, state.withLock({ $0.machine.redeliver() }) {
@@ -411,7 +505,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             if state.entries[index].wasSkipped { return (state.machine.redeliver(), nil) }
             // With no job bound to come, a value that may hold references
             // is not kept (see `keepsValues`).
-            guard !Self.keepsValues else { return (false, nil) }
+            guard !keepsValues else { return (false, nil) }
             return (false, state.letGoOfValueUnlessAJobMayCome(at: index))
         }
         _ = released  // released unlocked
@@ -456,7 +550,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         let keyPath = keyPath
         let hold = _SentinelHold(sentinel, generation: generation)
         var willChange: (@Sendable () -> Void)?
-        if !Self.keepsValues { willChange = { [weak self] in self?.captureOld(generation: generation) } }
+        if !keepsValues { willChange = { [weak self] in self?.captureOld(generation: generation) } }
         let value = _ObservationTrackingLayer.track(
             { model[keyPath: keyPath] }, willChange: willChange,
             changed: { [weak self, hold] fired in
@@ -467,38 +561,38 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         return value
     }
 
-    /// A change begins (on the mutating thread, before its store): reads
-    /// the value before it, the old value of the next job, unless one is
-    /// read already. Only for a value that may hold references (see
-    /// ``keepsValues``); a trivial one is kept from job to job instead.
+    /// A change begins on this thread (before its store): reads the value
+    /// before it, the old value of the next job, unless one is known
+    /// already or a job runs (its end keeps the value it told). Only for a
+    /// value that may hold references (see ``keepsValues``); any other is
+    /// kept from job to job instead. Counted as open until its report on
+    /// the same thread (see ``State/changeEnds(on:generation:)``).
     ///
     /// The read runs the key path's getters on the mutating thread, inside
     /// the mutating call: the price of keeping nothing between changes.
     @usableFromInline
     func captureOld(generation: UInt64) {
-        let begins = state.withLock { state -> Bool in
-            guard state.machine.phase != .stopped else { return false }
-            state.openChanges[generation, default: 0] += 1
-            guard state.pendingOld == nil else { return false }
+        let thread = _currentThreadID()
+        let stamp = state.withLock { state -> UInt64? in
+            guard state.machine.phase != .stopped else { return nil }
+            state.changeBegins(on: thread, generation: generation)
+            // A job that runs keeps the value it tells as this change's
+            // baseline (this change is open at its end, see `deliver()`).
+            guard state.pendingOld == nil, !state.machine.isDelivering else { return nil }
             // Before the store: while the last job's verifications run, the
             // value it told is the baseline (a store that landed after its
             // read reported to nothing, and is told from that value).
             if !_ObservationTrackingLayer.reportsAfterTheStore, let lastRead = state.lastRead {
                 state.pendingOld = lastRead
-                return false
+                state.pendingOldWasTold = true
+                return nil
             }
-            return true
+            return state.machine.deliveriesBegun
         }
-        guard begins else { return }
+        guard let stamp else { return }
         // unsafeDowncast: the model this tracker was made for.
         let value: Value? = model.load().map { model in unsafeDowncast(model, to: Root.self)[keyPath: keyPath] }
-        let unfiled = state.withLock { state -> Value? in
-            // A job that ended meanwhile kept the value it told (see
-            // `deliver()`), which is the baseline now.
-            guard let value, state.machine.phase != .stopped, state.pendingOld == nil else { return value }
-            state.pendingOld = value
-            return nil
-        }
+        let unfiled = state.withLock { $0.fileOldRead(value, stamp: stamp) }
         _ = unfiled  // released unlocked
     }
 
@@ -564,23 +658,29 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// the relations.
     @inlinable
     func changed(generation: UInt64, fired: _FiredTracking, hold: _SentinelHold, keepsReads: Bool) {
-        let action = state.withLock { state in
-            // The `didSet` of a change whose `willSet` this tracking saw.
-            if !Self.keepsValues {
-                if let open = state.openChanges[generation], open > 0 {
-                    state.openChanges[generation] = open - 1
-                } else if state.pendingOld == nil, !state.machine.isDelivering,
-                    _ObservationTrackingLayer.reportsAfterTheStore
-                {
-                    // No baseline: a change that began before the first
-                    // tracking was installed (a job that ran since kept
-                    // what it told, or, running, keeps it at its end).
-                    state.hasUnpairedChange = true
+        let thread = keepsValues ? 0 : _currentThreadID()
+        let action = state.withLock { state -> _ObservableTrackerStateMachine.ChangedAction in
+            if !keepsValues {
+                switch state.changeEnds(on: thread, generation: generation) {
+                case .paired:
+                    break
+                case .reportedAlready:
+                    // Scheduled its job already.
+                    return state.machine.phase == .stopped ? .cancel : .none
+                case .unpaired:
+                    // No baseline, unless a job told one since (or, running,
+                    // keeps one at its end): a value read at a `willSet`
+                    // may have been read after this change's store.
+                    if _ObservationTrackingLayer.reportsAfterTheStore, !state.machine.isDelivering,
+                        state.pendingOld == nil || !state.pendingOldWasTold
+                    {
+                        state.hasUnpairedChange = true
+                    }
                 }
             }
             return state.machine.changed(
                 generation: generation, tracking: fired, sentinel: hold.sentinel, keepsReads: keepsReads,
-                cancelsInBursts: Self.keepsValues)
+                cancelsInBursts: keepsValues)
         }
         switch action {
         case .none: break
@@ -621,7 +721,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                     (cancel: [_FiredTracking], generation: UInt64?, verifiesOnly: Bool, reported: Bool), Value?, Bool
                 )? in
                 guard let begun = state.machine.beginDelivery() else { return nil }
-                guard !Self.keepsValues else { return (begun, nil, false) }
+                guard !keepsValues else { return (begun, nil, false) }
                 defer {
                     state.pendingOld = nil
                     state.hasUnpairedChange = false
@@ -666,7 +766,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 var keptAnew: ContiguousArray<Value> = []
                 let (reschedule, released, expired) = state.withLock { state in
                     // A change began meanwhile: `old` is still its baseline.
-                    if !Self.keepsValues, state.pendingOld == nil, old != nil { swap(&state.pendingOld, &old) }
+                    if !keepsValues, state.pendingOld == nil, old != nil { swap(&state.pendingOld, &old) }
                     var expired: Value?
                     // The last verification: a value that may hold
                     // references is let go of, after a job tells the
@@ -722,7 +822,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             let baseline = entry.last ?? old
             guard
                 entry.initialInJob != nil
-                    || baseline.map({ !_isSameValue(value, $0) }) ?? (reported && !Self.keepsValues)
+                    || baseline.map({ !_isSameValue(value, $0) }) ?? (reported && !keepsValues)
             else { continue }
             guard let listener = _listenerOrEnd(relation) else {
                 sawEnded = true
@@ -784,7 +884,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                     }
                     continue
                 }
-                if Self.keepsValues {
+                if keepsValues {
                     state.entries[index].last = value
                 } else if let kept = state.takeKeptValue(at: index) {
                     // Not kept (see `keepsValues`); released unlocked.
@@ -795,7 +895,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
             let (reschedule, released) = state.machine.endDelivery()
             // Replaced values, released unlocked.
             var replaced: (pendingOld: Value?, lastRead: Value?) = (nil, nil)
-            if !Self.keepsValues, state.machine.phase != .stopped {
+            if !keepsValues, state.machine.phase != .stopped {
                 // The job runs again: the next job tells the changes from
                 // the value this one told. A change began and was not
                 // reported yet (its store may have landed before or after
@@ -805,6 +905,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 if reschedule || readChanged || state.hasOpenChanges || state.pendingOld != nil {
                     replaced.pendingOld = state.pendingOld
                     state.pendingOld = value
+                    state.pendingOldWasTold = true
                     dropsLater = !reschedule && !readChanged
                 } else {
                     // No job is bound to come: registrations made during
@@ -887,7 +988,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 let schedules = state.withLock { state in
                     // The last: the job that finds no change lets go of a
                     // value that may hold references (see `keepsValues`).
-                    if index == delays.count - 1, !Self.keepsValues, state.lastReadJob == job {
+                    if index == delays.count - 1, !keepsValues, state.lastReadJob == job {
                         state.lastReadExpires = true
                     }
                     return state.machine.verify()
@@ -918,6 +1019,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         let released = state.withLock { state -> (Value?, ContiguousArray<Value>)? in
             guard state.machine.phase == .idle, state.machine.deliveriesBegun == job else { return nil }
             state.openChanges = [:]
+            state.reportingThreads = []
             var lasts: ContiguousArray<Value> = []
             state.takeKeptValues(from: 0, into: &lasts)
             defer { state.pendingOld = nil }
@@ -949,6 +1051,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                 state.pendingOld = nil
                 state.lastRead = nil
                 state.openChanges = [:]
+                state.reportingThreads = []
             }
             return (cancel, released, state.installedHold?.takeSentinel(), state.pendingOld, state.lastRead)
         }

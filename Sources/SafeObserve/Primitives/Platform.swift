@@ -38,6 +38,7 @@ struct _ThreadLocalPointer: ~Copyable, @unchecked Sendable {
 
 /// The calling thread's identity (for values that wait for a change on the
 /// same thread).
+@usableFromInline
 func _currentThreadID() -> UInt {
     #if canImport(Darwin)
         return UInt(bitPattern: pthread_self())

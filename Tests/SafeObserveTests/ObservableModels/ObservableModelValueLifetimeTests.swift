@@ -16,6 +16,7 @@ import Testing
 private final class SelfReferring: @unchecked Sendable {
     var tick = 0
     var name = "a"
+    var tagged = Tagged(name: "a", tag: nil)
     @ObservationIgnored weak var _friend: ValueListener?
     @ObservationIgnored let lifetime: LifetimeCounter
 
@@ -40,6 +41,17 @@ private struct Pair {
     let model: SelfReferring
     let tick: Int
 }
+
+/// A value that may hold a reference (so SafeObserve keeps it from a change
+/// to the job that tells it only), told apart by its name.
+private struct Tagged: Equatable, Sendable {
+    let name: String
+    let tag: Tag?
+
+    static func == (a: Tagged, b: Tagged) -> Bool { a.name == b.name && a.tag === b.tag }
+}
+
+private final class Tag: Sendable {}
 
 private struct Friendship {
     let listener: ValueListener?
@@ -414,16 +426,18 @@ struct ObservableModelValueLifetimeTests {
     }
 
     /// What the relation no longer keeps does not cost it its old values: a
-    /// value with references (a `String`) is chained as an `Int` is, under
-    /// changes from another thread and from the handler's own.
+    /// value with references is chained as an `Int` is, under changes from
+    /// another thread.
     @Test func oldValues_ofAValueWithReferences_chain() async {
         let model = SelfReferring(lifetime: LifetimeCounter())
         let listener = ValueListener(lifetime: LifetimeCounter())
         let received = _Mutex<[ObservedChange<String>]>([])
-        let token = model.safeObserve(\.name, by: listener, options: [.initial, .old, .new], isolation: nil) {
-            _, _, change in received.withLock { $0.append(change) }
+        let token = model.safeObserve(\.tagged, by: listener, options: [.initial, .old, .new], isolation: nil) {
+            _, _, change in
+            received.withLock { $0.append(change.names) }
         }
-        stressRunConcurrently([{ for index in 1...300 { model.name = "v\(index)" } }])
+        let tag = Tag()
+        stressRunConcurrently([{ for index in 1...300 { model.tagged = Tagged(name: "v\(index)", tag: tag) } }])
         #expect(await eventually { received.withLock { $0.last?.newValue } == "v300" })
         let changes = received.withLock { $0 }
         #expect(changes.first?.isInitial == true)
@@ -441,11 +455,14 @@ struct ObservableModelValueLifetimeTests {
 
 // MARK: - Old values under writers on other threads
 
-/// A model whose `String` property is behind a lock, so that the writer, the
-/// read before each change and the delivery's read do not race.
+/// A model whose properties are behind a lock, so that the writers, the
+/// read before each change and the delivery's read do not race: a `String`,
+/// which SafeObserve keeps from change to change, and a value that may hold
+/// a reference, which it does not.
 @Observable
 private final class LockedName: Sendable {
     @ObservationIgnored private let storage = _Mutex("v0")
+    @ObservationIgnored private let taggedStorage = _Mutex(Tagged(name: "v0", tag: nil))
 
     var name: String {
         get {
@@ -455,6 +472,67 @@ private final class LockedName: Sendable {
         set {
             withMutation(keyPath: \.name) { storage.withLock { $0 = newValue } }
         }
+    }
+
+    var tagged: Tagged {
+        get {
+            access(keyPath: \.tagged)
+            return taggedStorage.withLock { $0 }
+        }
+        set {
+            withMutation(keyPath: \.tagged) { taggedStorage.withLock { $0 = newValue } }
+        }
+    }
+
+    /// `tagged`, read through a computed property: each delivery tracks it
+    /// anew (its report names `tagged`, not this key path).
+    var taggedView: Tagged { tagged }
+
+    /// Sets the value of `kind` to one named `name`.
+    func set(_ kind: ValueKind, to name: String, tag: Tag) {
+        switch kind {
+        case .string: self.name = name
+        case .withReferences, .withReferencesThroughAComputedProperty: tagged = Tagged(name: name, tag: tag)
+        }
+    }
+
+    /// Observes the value of `kind`, told by name.
+    func observe(
+        _ kind: ValueKind, by listener: ValueListener, options: ObservationOptions, isolation: isolated (any Actor)?,
+        _ handler: @escaping @Sendable (ObservedChange<String>) -> Void
+    ) -> ObservationToken {
+        switch kind {
+        case .string:
+            safeObserve(\.name, by: listener, options: options, isolation: isolation) { _, _, change in
+                handler(change)
+            }
+        case .withReferences:
+            safeObserve(\.tagged, by: listener, options: options, isolation: isolation) { _, _, change in
+                handler(change.names)
+            }
+        case .withReferencesThroughAComputedProperty:
+            safeObserve(\.taggedView, by: listener, options: options, isolation: isolation) { _, _, change in
+                handler(change.names)
+            }
+        }
+    }
+}
+
+/// The two kinds of values SafeObserve keeps differently.
+enum ValueKind: CaseIterable, Sendable {
+    /// A `String`: kept from change to change.
+    case string
+    /// A value that may hold a reference: kept from a change to its job.
+    case withReferences
+    /// The same, through a computed property: tracked anew at each job.
+    case withReferencesThroughAComputedProperty
+}
+
+extension ObservedChange<Tagged> {
+    /// The change, by the values' names.
+    fileprivate var names: ObservedChange<String> {
+        ObservedChange<String>(
+            newValue: newValue?.name, oldValue: oldValue?.name, isPrior: isPrior, isInitial: isInitial)
     }
 }
 
@@ -466,10 +544,11 @@ private final class ToldNames: Sendable {
 
     /// The problems against the chaining rule: `.initial` first, each old
     /// value the previous new value, no unchanged value, ending at `last`.
-    /// A missing old value is allowed (documented): a change that began on
-    /// the writer's thread while a tracking was being installed, whose
+    /// With `allowingMissing`, a missing old value is allowed (documented
+    /// for a value that may hold references): a change that began on the
+    /// writer's thread while the first tracking was being installed, whose
     /// value before it no tracking read. A wrong one never is.
-    func problems(endingAt last: String) -> [String] {
+    func problems(endingAt last: String, allowingMissing: Bool) -> [String] {
         let all = all
         guard let first = all.first, first.isInitial, var expected = first.newValue else {
             return ["no .initial first: \(all.prefix(2))"]
@@ -477,8 +556,8 @@ private final class ToldNames: Sendable {
         var problems: [String] = []
         for (index, change) in all.enumerated().dropFirst() {
             if change.isInitial { problems.append("#\(index): a second .initial") }
-            if let old = change.oldValue, old != expected {
-                problems.append("#\(index): old \(old) after \(expected)")
+            if change.oldValue != expected, change.oldValue != nil || !allowingMissing {
+                problems.append("#\(index): old \(change.oldValue ?? "nil") after \(expected)")
             }
             if change.oldValue == change.newValue { problems.append("#\(index): unchanged \(expected)") }
             expected = change.newValue ?? "nil"
@@ -491,17 +570,20 @@ private final class ToldNames: Sendable {
 extension ObservableModelValueLifetimeTests {
     /// Relations registered while another thread writes, nonisolated and on
     /// the main actor: each is told `.initial`, then changes chained from
-    /// it, with no unchanged value, up to the last store. Looped: the
+    /// it, with no unchanged value, up to the last store; a `String` (kept
+    /// from change to change) with no old value missing. Looped: the
     /// windows between a change's `willSet`, its store and the delivery's
     /// read are hit by chance.
-    @Test func registrationsDuringABurst_areChained_fromTheirInitialValue() async {
+    @Test(arguments: ValueKind.allCases)
+    func registrationsDuringABurst_areChained_fromTheirInitialValue(kind: ValueKind) async {
         for _ in 0..<20 {
             let model = LockedName()
+            let tag = Tag()
             // One per relation: a listener has one relation per key path.
             let listeners = (0..<6).map { _ in ValueListener(lifetime: LifetimeCounter()) }
             let writer = Task.detached {
                 for index in 1...2_000 {
-                    model.name = "v\(index)"
+                    model.set(kind, to: "v\(index)", tag: tag)
                     if index % 200 == 0 { await Task.yield() }
                 }
             }
@@ -512,14 +594,14 @@ extension ObservableModelValueLifetimeTests {
                 logs.append(told)
                 if index.isMultiple(of: 2) {
                     tokens.append(
-                        model.safeObserve(\.name, by: listener, options: [.initial, .old, .new], isolation: nil) {
-                            _, _, change in told.append(change)
+                        model.observe(kind, by: listener, options: [.initial, .old, .new], isolation: nil) {
+                            told.append($0)
                         })
                 } else {
                     tokens.append(
                         await MainActor.run {
-                            model.safeObserve(\.name, by: listener, options: [.initial, .old, .new]) { _, _, change in
-                                told.append(change)
+                            model.observe(kind, by: listener, options: [.initial, .old, .new], isolation: MainActor.shared) {
+                                told.append($0)
                             }
                         })
                 }
@@ -528,7 +610,7 @@ extension ObservableModelValueLifetimeTests {
             await writer.value
             for (index, told) in logs.enumerated() {
                 #expect(await eventually { told.all.last?.newValue == "v2000" })
-                let problems = told.problems(endingAt: "v2000")
+                let problems = told.problems(endingAt: "v2000", allowingMissing: kind != .string)
                 #expect(problems.isEmpty, "relation \(index): \(problems.prefix(4))")
             }
             withExtendedLifetime((tokens, listeners)) {}
@@ -581,6 +663,101 @@ extension ObservableModelValueLifetimeTests {
         stop.store(true, ordering: .relaxed)
         await writers.value
         #expect(deliveries > 30, "the writers' changes were told \(deliveries) times")
+        #expect(problems.isEmpty, "\(problems.count) broken links: \(problems.prefix(4))")
+    }
+}
+
+// MARK: - Other values under several writers
+
+/// The links of `changes` that break the chain (each old value the previous
+/// new value, and no change told twice in a row), labelled with `label`.
+private func brokenLinks(_ changes: [ObservedChange<String>], _ label: String) -> [String] {
+    var problems: [String] = []
+    var expected: String?
+    for (index, change) in changes.enumerated() {
+        if let expected, change.oldValue != expected {
+            problems.append("\(label) #\(index): old \(change.oldValue ?? "nil") after \(expected)")
+        }
+        if let expected, change.newValue == expected { problems.append("\(label) #\(index): \(expected) again") }
+        expected = change.newValue
+    }
+    return problems
+}
+
+/// Registers a relation on the value of `kind` `rounds` times, nonisolated,
+/// for 5 ms each (half of them with `.initial`), while two threads change
+/// the value: the links that break the chains, and the deliveries. With
+/// `anchored`, a relation registered before the writers start keeps the
+/// key path's tracker for the whole run (and is checked too).
+private func churnUnderTwoWriters(
+    _ kind: ValueKind, rounds: Int, anchored: Bool
+) async -> (problems: [String], deliveries: Int) {
+    let model = LockedName()
+    let tag = Tag()
+    let anchorListener = ValueListener(lifetime: LifetimeCounter())
+    let anchorTold = _Mutex<[ObservedChange<String>]>([])
+    let anchor =
+        anchored
+        ? model.observe(kind, by: anchorListener, options: [.old, .new], isolation: nil) { change in
+            anchorTold.withLock { $0.append(change) }
+        } : nil
+    let stop = Atomic<Bool>(false)
+    let writers = Task {
+        await stressRunConcurrentlyOffThePool(
+            (1...2).map { thread in
+                {
+                    var index = 0
+                    while !stop.load(ordering: .relaxed) {
+                        index += 1
+                        model.set(kind, to: "t\(thread)-\(index)", tag: tag)
+                    }
+                }
+            })
+    }
+    var problems: [String] = []
+    var deliveries = 0
+    for round in 0..<rounds {
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        let told = _Mutex<[ObservedChange<String>]>([])
+        let options: ObservationOptions = round.isMultiple(of: 2) ? [.initial, .old, .new] : [.old, .new]
+        let token = model.observe(kind, by: listener, options: options, isolation: nil) { change in
+            told.withLock { $0.append(change) }
+        }
+        try? await Task.sleep(for: .milliseconds(5))
+        token.invalidate()
+        let changes = told.withLock { $0 }
+        deliveries += changes.count
+        problems += brokenLinks(changes, "round \(round)")
+    }
+    stop.store(true, ordering: .relaxed)
+    await writers.value
+    anchor?.invalidate()
+    problems += brokenLinks(anchorTold.withLock { $0 }, "anchor")
+    withExtendedLifetime(anchorListener) {}
+    return (problems, deliveries)
+}
+
+extension ObservableModelValueLifetimeTests {
+    /// A `String` holds no reference to anything of the user's, so it is kept
+    /// from change to change as a trivial value is (documented): its old
+    /// values chain even while two threads change it at once and relations
+    /// come and go, each relation's tracker made anew.
+    @Test func oldValues_ofAString_chain_underTwoWriters_whileRelationsComeAndGo() async {
+        let (problems, deliveries) = await churnUnderTwoWriters(.string, rounds: 40, anchored: false)
+        #expect(deliveries > 40, "the writers' changes were told \(deliveries) times")
+        #expect(problems.isEmpty, "\(problems.count) broken links: \(problems.prefix(4))")
+    }
+
+    /// A value that may hold references is read at each change's `willSet`,
+    /// on the writer's thread. While the key path's tracker lives (a
+    /// relation keeps it), its old values chain too, under two threads
+    /// changing it at once and relations coming and going: a read that
+    /// another thread's store overtook, or that a job began after, is not
+    /// taken, and a change reported to two trackings is told once.
+    @Test(arguments: [ValueKind.withReferences, .withReferencesThroughAComputedProperty])
+    func oldValues_ofAValueWithReferences_chain_underTwoWriters_whileTheTrackerLives(kind: ValueKind) async {
+        let (problems, deliveries) = await churnUnderTwoWriters(kind, rounds: 40, anchored: true)
+        #expect(deliveries > 40, "the writers' changes were told \(deliveries) times")
         #expect(problems.isEmpty, "\(problems.count) broken links: \(problems.prefix(4))")
     }
 }
