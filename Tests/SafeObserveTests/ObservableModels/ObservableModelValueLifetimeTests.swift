@@ -600,7 +600,9 @@ extension ObservableModelValueLifetimeTests {
                 } else {
                     tokens.append(
                         await MainActor.run {
-                            model.observe(kind, by: listener, options: [.initial, .old, .new], isolation: MainActor.shared) {
+                            model.observe(
+                                kind, by: listener, options: [.initial, .old, .new], isolation: MainActor.shared
+                            ) {
                                 told.append($0)
                             }
                         })
