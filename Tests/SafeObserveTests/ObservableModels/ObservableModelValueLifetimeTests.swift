@@ -763,3 +763,102 @@ extension ObservableModelValueLifetimeTests {
         #expect(problems.isEmpty, "\(problems.count) broken links: \(problems.prefix(4))")
     }
 }
+
+// MARK: - A change begun before the first relation
+
+/// Holds the first thread that passes it once armed, until opened.
+private final class Pause: Sendable {
+    private let state = _Mutex((armed: false, held: false, open: false))
+
+    func arm() { state.withLock { $0.armed = true } }
+    func open() { state.withLock { $0.open = true } }
+    var isHeld: Bool { state.withLock { $0.held && !$0.open } }
+
+    func holdIfArmed() {
+        let holds = state.withLock { state in
+            defer { state.armed = false }
+            state.held = state.held || state.armed
+            return state.armed
+        }
+        if holds { _ = settles(within: 60) { state.withLock { $0.open } } }
+    }
+}
+
+/// A model whose setter can hold the thread that passes first once armed:
+/// after `willSet`, before the store; or after the store, before `didSet`.
+@Observable
+private final class PausableTagged: Sendable {
+    @ObservationIgnored private let storage = _Mutex(Tagged(name: "v0", tag: nil))
+    @ObservationIgnored let beforeStore = Pause()
+    @ObservationIgnored let beforeReport = Pause()
+
+    var tagged: Tagged {
+        get {
+            access(keyPath: \.tagged)
+            return storage.withLock { $0 }
+        }
+        set {
+            withMutation(keyPath: \.tagged) {
+                beforeStore.holdIfArmed()
+                storage.withLock { $0 = newValue }
+                beforeReport.holdIfArmed()
+            }
+        }
+    }
+}
+
+extension ObservableModelValueLifetimeTests {
+    /// Thread A begins a change before the key path's first relation
+    /// registers (no tracking sees its `willSet`) and stores it after; thread
+    /// B then changes the value, and its `willSet` reads A's value, which
+    /// the relation was never told. A's report, with no `willSet` seen on
+    /// its thread, says the old value is unknown: the delivery has no old
+    /// value (documented), never A's value as a wrong one. Held on the main
+    /// actor throughout, so the delivery runs after both reports.
+    @MainActor
+    @Test func aChangeBegunBeforeTheFirstRelation_isToldWithNoOldValue_notAnUntoldOne() async {
+        let model = PausableTagged()
+        let tag = Tag()
+        let listener = ValueListener(lifetime: LifetimeCounter())
+        model.beforeStore.arm()
+        let writerA = stressStartThread { model.tagged = Tagged(name: "a", tag: tag) }
+        #expect(settles { model.beforeStore.isHeld })
+        var told: [ObservedChange<Tagged>] = []
+        let token = model.safeObserve(\.tagged, by: listener, options: [.initial, .old, .new]) { _, _, change in
+            told.append(change)
+        }
+        model.beforeReport.arm()
+        model.beforeStore.open()
+        #expect(settles { model.beforeReport.isHeld })
+        stressJoin(stressStartThread { model.tagged = Tagged(name: "b", tag: tag) })
+        model.beforeReport.open()
+        stressJoin(writerA)
+        #expect(await eventually { told.last?.newValue?.name == "b" })
+        let names = told.map { "\($0.oldValue?.name ?? "nil") → \($0.newValue?.name ?? "nil")" }
+        #expect(told.first?.isInitial == true && told.first?.newValue?.name == "v0", "\(names)")
+        for (previous, change) in zip(told, told.dropFirst()) {
+            #expect(change.oldValue == nil || change.oldValue == previous.newValue, "\(names)")
+        }
+        withExtendedLifetime(token) {}
+    }
+}
+
+extension ObservableModelValueLifetimeTests {
+    /// The values kept from change to change (documented): those that can
+    /// reach none of the user's objects. Anything that may refer to a class
+    /// instance is not.
+    @Test func theValuesKeptFromChangeToChange_areThoseThatReachNoUsersObject() {
+        let kept: [Any.Type] = [
+            Int.self, Double?.self, Bool.self, String.self,
+            Substring.self, Character.self, String?.self, [String].self, ContiguousArray<Int>.self,
+            ArraySlice<String>.self, Set<String>.self, [String: [String?]].self, [Int: Set<Int>].self,
+        ]
+        for type in kept { #expect(_holdsNoUserReferences(type), "\(type)") }
+        let notKept: [Any.Type] = [
+            ValueListener.self, ValueListener?.self, [ValueListener].self, [AnyObject].self, Any.self,
+            [Any].self, [String: ValueListener].self, Pair.self, Tagged.self, [Tagged].self,
+            (any Sendable).self, Result<Int, any Error>.self,
+        ]
+        for type in notKept { #expect(!_holdsNoUserReferences(type), "\(type)") }
+    }
+}

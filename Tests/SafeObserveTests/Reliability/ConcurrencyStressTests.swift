@@ -1024,8 +1024,13 @@ func stressRunConcurrentlyOffThePool(
     pthread_join(thread, nil)
 }
 
-/// Starts a pthread running `body`; the caller joins it.
-private func stressStartThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
+/// Waits for `thread` (started by ``stressStartThread(_:)``) to end.
+func stressJoin(_ thread: pthread_t) {
+    pthread_join(thread, nil)
+}
+
+/// Starts a pthread running `body`; the caller joins it (``stressJoin(_:)``).
+func stressStartThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     // Unmanaged: +1 handed to the thread, balanced by takeRetainedValue() there.
     let context = Unmanaged.passRetained(StressThreadBody(body)).toOpaque()
     #if canImport(Darwin)
