@@ -67,6 +67,36 @@ final class _SentinelHold: @unchecked Sendable {
     }
 }
 
+/// A thread making a change to what an ``_ObservableTracker`` reads, and the
+/// generation of a tracking that saw its `willSet` (outside the generic
+/// tracker, so that its dictionary's metadata is not looked up per tracker).
+@usableFromInline
+struct _ChangeKey: Hashable {
+    @usableFromInline let thread: UInt
+    @usableFromInline let generation: UInt64
+
+    @inlinable
+    init(thread: UInt, generation: UInt64) {
+        self.thread = thread
+        self.generation = generation
+    }
+}
+
+/// What a report to an ``_ObservableTracker`` was, by the `willSet`s seen on
+/// its thread.
+@usableFromInline
+enum _ChangeEnd {
+    /// A change whose `willSet` a tracking saw.
+    case paired
+    /// A change whose `willSet` no tracking saw: it began before the
+    /// first tracking was installed, so its old value is unknown, and a
+    /// value read at another thread's `willSet` may come after its store.
+    case unpaired
+    /// A change this thread reported already, reported to another
+    /// tracking: no change.
+    case reportedAlready
+}
+
 /// Delivers the changes of one key path of one `@Observable` model to the
 /// relations registered on it from one isolation (an actor, or none).
 ///
@@ -139,34 +169,6 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         }
     }
 
-    /// A thread making a change, and the generation of a tracking that saw
-    /// its `willSet`.
-    @usableFromInline
-    struct ChangeKey: Hashable {
-        @usableFromInline let thread: UInt
-        @usableFromInline let generation: UInt64
-
-        @inlinable
-        init(thread: UInt, generation: UInt64) {
-            self.thread = thread
-            self.generation = generation
-        }
-    }
-
-    /// What a report was, by the `willSet`s seen on its thread.
-    @usableFromInline
-    enum ChangeEnd {
-        /// A change whose `willSet` a tracking saw.
-        case paired
-        /// A change whose `willSet` no tracking saw: it began before the
-        /// first tracking was installed, so its old value is unknown, and a
-        /// value read at another thread's `willSet` may come after its store.
-        case unpaired
-        /// A change this thread reported already, reported to another
-        /// tracking: no change.
-        case reportedAlready
-    }
-
     @usableFromInline
     struct State {
         @usableFromInline var machine = _ObservableTrackerStateMachine()
@@ -197,7 +199,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         @usableFromInline var pendingOld: Value?
         /// ``pendingOld`` is the value a job told (not one read at a
         /// `willSet`, which a change that no tracking saw begin may have
-        /// overtaken: see ``ChangeEnd/unpaired``).
+        /// overtaken: see ``_ChangeEnd/unpaired``).
         @usableFromInline var pendingOldWasTold = false
         /// The changes begun and not yet reported (a `willSet` seen, its
         /// `didSet` not yet), by the thread making the change (which calls
@@ -208,7 +210,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// unpaired: a job that keeps its value for an open change drops it,
         /// and resets the counts, if no job began a while later (see
         /// ``_ObservableTracker/dropKeptValuesLater()``).
-        @usableFromInline var openChanges: [ChangeKey: Int] = [:]
+        @usableFromInline var openChanges: [_ChangeKey: Int] = [:]
         /// The threads that reported a change since their last `willSet`:
         /// a report on one with no change open is the same change's, to
         /// another tracking of this tracker (installed during the change).
@@ -262,16 +264,16 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// `generation` saw its `willSet`.
         @inlinable
         mutating func changeBegins(on thread: UInt, generation: UInt64) {
-            openChanges[ChangeKey(thread: thread, generation: generation), default: 0] += 1
+            openChanges[_ChangeKey(thread: thread, generation: generation), default: 0] += 1
             if !reportingThreads.isEmpty { reportingThreads.remove(thread) }
         }
 
         /// A tracking of generation `generation` reported a change made on
         /// `thread`: which change it was.
         @inlinable
-        mutating func changeEnds(on thread: UInt, generation: UInt64) -> ChangeEnd {
+        mutating func changeEnds(on thread: UInt, generation: UInt64) -> _ChangeEnd {
             let (reported, _) = reportingThreads.insert(thread)
-            let key = ChangeKey(thread: thread, generation: generation)
+            let key = _ChangeKey(thread: thread, generation: generation)
             if let open = openChanges[key], open > 0 {
                 openChanges[key] = open - 1
                 return .paired
