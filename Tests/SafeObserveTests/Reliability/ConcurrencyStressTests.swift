@@ -1024,6 +1024,12 @@ func stressRunConcurrentlyOffThePool(
     pthread_join(thread, nil)
 }
 
+/// Sleeps 50 µs: a writer that loops without end leaves the cores to the
+/// rest of a parallel run now and then (timing tests share them).
+func stressBreathe() {
+    usleep(50)
+}
+
 /// Waits for `thread` (started by ``stressStartThread(_:)``) to end.
 func stressJoin(_ thread: pthread_t) {
     pthread_join(thread, nil)
