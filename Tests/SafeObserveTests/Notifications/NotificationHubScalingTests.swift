@@ -463,7 +463,9 @@ struct NotificationHubScalingTests {
         }
         // 20,000 relations listed on each side.
         var last: [(early: Duration, late: Duration)] = []
-        let ratios = smallestRatios(below: 4) {
+        // 6: O(n log n) gives about 2 (a log's factor), O(n²) about 100; 4
+        // left too little room under a parallel release run (4.04 to 4.7).
+        let ratios = smallestRatios(below: 6) {
             let early = listings(100, of: 200)
             let late = listings(1, of: 20_000)
             last = [(early.hub, late.hub), (early.listener, late.listener)]
@@ -471,7 +473,7 @@ struct NotificationHubScalingTests {
         }
         for ((label, (early, late)), ratio) in zip(zip(["relations()", "relations(observedBy:)"], last), ratios) {
             #expect(
-                ratio < 4,
+                ratio < 6,
                 "\(label) costs \(ratio)× per relation with 20,000 what it costs with 200 (last attempt \(describe(early)) → \(describe(late)) per 20,000 listed)"
             )
         }
