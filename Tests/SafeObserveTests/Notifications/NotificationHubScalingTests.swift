@@ -446,37 +446,43 @@ struct NotificationHubScalingTests {
     /// relation listed costs at 20,000 within a small factor (a log's) of
     /// what it costs at 200.
     @Test func listingAHubsRelations_costsAboutTheSamePerRelation_with20000AsWith200() {
-        /// `times` × the relations of a hub where one listener observes
-        /// `count` senders (`count` sender channels), and `times` × that
-        /// listener's.
-        func listings(_ times: Int, of count: Int) -> (hub: Duration, listener: Duration) {
+        /// A hub where one listener observes `count` senders (`count`
+        /// sender channels), with that listener.
+        func hub(of count: Int) -> (hub: NotificationHub, listener: Plain, senders: [Plain]) {
             let hub = NotificationHub()
             let listener = Plain()
             let senders = (0..<count).map { _ in Plain() }
             for sender in senders { hub.observe(.scaled, from: sender, by: listener, isolation: nil) { _, _ in } }
-            let durations = (
-                fastest(of: 5) { for _ in 0..<times { _ = hub.relations() } },
-                fastest(of: 5) { for _ in 0..<times { _ = hub.relations(observedBy: listener) } }
-            )
-            withExtendedLifetime((listener, senders)) {}
-            return durations
+            return (hub, listener, senders)
         }
-        // 20,000 relations listed on each side.
+        let small = hub(of: 200)
+        let large = hub(of: 20_000)
+        // 20,000 relations listed on each side. The small and the large
+        // listing alternate, so that both see the same load from the rest
+        // of a parallel run.
         var last: [(early: Duration, late: Duration)] = []
-        // 6: O(n log n) gives about 2 (a log's factor), O(n²) about 100; 4
-        // left too little room under a parallel release run (4.04 to 4.7).
-        let ratios = smallestRatios(below: 6) {
-            let early = listings(100, of: 200)
-            let late = listings(1, of: 20_000)
+        let ratios = smallestRatios(below: 4) {
+            var early = (hub: Duration.seconds(1_000_000), listener: Duration.seconds(1_000_000))
+            var late = early
+            for _ in 0..<7 {
+                early.hub = min(early.hub, fastest(of: 1) { for _ in 0..<100 { _ = small.hub.relations() } })
+                late.hub = min(late.hub, fastest(of: 1) { _ = large.hub.relations() })
+                early.listener = min(
+                    early.listener,
+                    fastest(of: 1) { for _ in 0..<100 { _ = small.hub.relations(observedBy: small.listener) } })
+                late.listener = min(
+                    late.listener, fastest(of: 1) { _ = large.hub.relations(observedBy: large.listener) })
+            }
             last = [(early.hub, late.hub), (early.listener, late.listener)]
             return last.map { $0.late / $0.early }
         }
         for ((label, (early, late)), ratio) in zip(zip(["relations()", "relations(observedBy:)"], last), ratios) {
             #expect(
-                ratio < 6,
+                ratio < 4,
                 "\(label) costs \(ratio)× per relation with 20,000 what it costs with 200 (last attempt \(describe(early)) → \(describe(late)) per 20,000 listed)"
             )
         }
+        withExtendedLifetime((small, large)) {}
     }
 
     /// `NotificationName.init` (O(*n*) in the raw value's length, once per
