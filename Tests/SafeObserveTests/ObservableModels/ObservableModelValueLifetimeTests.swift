@@ -462,6 +462,7 @@ struct ObservableModelValueLifetimeTests {
 @Observable
 private final class LockedName: Sendable {
     @ObservationIgnored private let storage = _Mutex("v0")
+    @ObservationIgnored private let countStorage = _Mutex(0)
     @ObservationIgnored private let taggedStorage = _Mutex(Tagged(name: "v0", tag: nil))
 
     var name: String {
@@ -471,6 +472,16 @@ private final class LockedName: Sendable {
         }
         set {
             withMutation(keyPath: \.name) { storage.withLock { $0 = newValue } }
+        }
+    }
+
+    var count: Int {
+        get {
+            access(keyPath: \.count)
+            return countStorage.withLock { $0 }
+        }
+        set {
+            withMutation(keyPath: \.count) { countStorage.withLock { $0 = newValue } }
         }
     }
 
@@ -488,9 +499,11 @@ private final class LockedName: Sendable {
     /// anew (its report names `tagged`, not this key path).
     var taggedView: Tagged { tagged }
 
-    /// Sets the value of `kind` to one named `name`.
+    /// Sets the value of `kind` to one named `name` (for `.trivial`, a
+    /// name that is a number).
     func set(_ kind: ValueKind, to name: String, tag: Tag) {
         switch kind {
+        case .trivial: count = Int(name) ?? -1
         case .string: self.name = name
         case .withReferences, .withReferencesThroughAComputedProperty: tagged = Tagged(name: name, tag: tag)
         }
@@ -502,6 +515,13 @@ private final class LockedName: Sendable {
         _ handler: @escaping @Sendable (ObservedChange<String>) -> Void
     ) -> ObservationToken {
         switch kind {
+        case .trivial:
+            safeObserve(\.count, by: listener, options: options, isolation: isolation) { _, _, change in
+                handler(
+                    ObservedChange<String>(
+                        newValue: change.newValue.map(String.init), oldValue: change.oldValue.map(String.init),
+                        isPrior: change.isPrior, isInitial: change.isInitial))
+            }
         case .string:
             safeObserve(\.name, by: listener, options: options, isolation: isolation) { _, _, change in
                 handler(change)
@@ -518,8 +538,10 @@ private final class LockedName: Sendable {
     }
 }
 
-/// The two kinds of values SafeObserve keeps differently.
-enum ValueKind: CaseIterable, Sendable {
+/// The kinds of values SafeObserve keeps differently.
+enum ValueKind: Sendable {
+    /// An `Int`, a trivial value: kept from change to change.
+    case trivial
     /// A `String`: kept from change to change.
     case string
     /// A value that may hold a reference: kept from a change to its job.
@@ -574,7 +596,7 @@ extension ObservableModelValueLifetimeTests {
     /// from change to change) with no old value missing. Looped: the
     /// windows between a change's `willSet`, its store and the delivery's
     /// read are hit by chance.
-    @Test(.serialized, arguments: ValueKind.allCases)
+    @Test(.serialized, arguments: [ValueKind.string, .withReferences, .withReferencesThroughAComputedProperty])
     func registrationsDuringABurst_areChained_fromTheirInitialValue(kind: ValueKind) async {
         for _ in 0..<20 {
             let model = LockedName()
@@ -630,44 +652,7 @@ struct ObservableModelOldValuesUnderWritersTests {
     /// values chain even while two threads change it at once and relations
     /// come and go.
     @Test func oldValues_ofATrivialValue_chain_underTwoWriters_whileRelationsComeAndGo() async {
-        let model = LockedStore()
-        let stop = Atomic<Bool>(false)
-        let writers = Task {
-            await stressRunConcurrentlyOffThePool(
-                (1...2).map { thread in
-                    {
-                        var index = 0
-                        while !stop.load(ordering: .relaxed) {
-                            index += 1
-                            model.count = thread * 1_000_000_000 + index
-                            if index.isMultiple(of: 32) { stressBreathe() }
-                        }
-                    }
-                })
-        }
-        var problems: [String] = []
-        var deliveries = 0
-        for round in 0..<30 {
-            let listener = ValueListener(lifetime: LifetimeCounter())
-            let told = _Mutex<[ObservedChange<Int>]>([])
-            let options: ObservationOptions = round.isMultiple(of: 2) ? [.initial, .old, .new] : [.old, .new]
-            let token = model.safeObserve(\.count, by: listener, options: options, isolation: nil) { _, _, change in
-                told.withLock { $0.append(change) }
-            }
-            try? await Task.sleep(for: .milliseconds(5))
-            token.invalidate()
-            var expected: Int?
-            for (index, change) in told.withLock({ $0 }).enumerated() {
-                deliveries += 1
-                if let expected, change.oldValue != expected {
-                    let old = change.oldValue.map(String.init) ?? "nil"
-                    problems.append("round \(round) #\(index): old \(old) after \(expected)")
-                }
-                expected = change.newValue
-            }
-        }
-        stop.store(true, ordering: .relaxed)
-        await writers.value
+        let (problems, deliveries) = await churnUnderTwoWriters(.trivial, rounds: 30, anchored: false)
         #expect(deliveries > 30, "the writers' changes were told \(deliveries) times")
         #expect(problems.isEmpty, "\(problems.count) broken links: \(problems.prefix(4))")
     }
@@ -715,7 +700,8 @@ private func churnUnderTwoWriters(
                     var index = 0
                     while !stop.load(ordering: .relaxed) {
                         index += 1
-                        model.set(kind, to: "t\(thread)-\(index)", tag: tag)
+                        let name = kind == .trivial ? "\(thread * 1_000_000_000 + index)" : "t\(thread)-\(index)"
+                        model.set(kind, to: name, tag: tag)
                         if index.isMultiple(of: 32) { stressBreathe() }
                     }
                 }
