@@ -46,18 +46,26 @@ class _AnyObservableTracker: _AnyHop, @unchecked Sendable {
 /// installed it in that object's dead registrar storage, which it keeps for
 /// good. So its hold lets go of the sentinel once a newer tracking's holds
 /// it, and only Observation's storage stays.
+///
+/// It also names the tracker the tracking reports to, weakly, so that the
+/// tracking's closure captures the hold alone (its whole context: nothing is
+/// allocated for it).
 @usableFromInline
 // @unchecked Sendable: `sentinel` is set in `init`, then reached only under
-// the lock of the tracker that made it; `generation` is immutable.
-final class _SentinelHold: @unchecked Sendable {
+// the lock of the tracker that made it; `generation` and `tracker` are set
+// in `init` only.
+final class _SentinelHold<Tracker: AnyObject>: @unchecked Sendable {
     @usableFromInline var sentinel: _ModelSentinel?
     /// The generation of its tracking (the newest one's hold keeps it).
-    let generation: UInt64
+    @usableFromInline let generation: UInt64
+    /// The tracker its tracking reports to, unless it was released.
+    @usableFromInline weak var tracker: Tracker?
 
     @usableFromInline
-    init(_ sentinel: _ModelSentinel?, generation: UInt64) {
+    init(_ sentinel: _ModelSentinel?, generation: UInt64, tracker: Tracker) {
         self.sentinel = sentinel
         self.generation = generation
+        self.tracker = tracker
     }
 
     /// Lets go of the sentinel, returned to be released unlocked.
@@ -313,7 +321,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         /// The hold of the newest tracking installed; weak, as the closures
         /// that hold it must be all that keeps the sentinel (see
         /// ``_SentinelHold``).
-        weak var installedHold: _SentinelHold?
+        weak var installedHold: _SentinelHold<_ObservableTracker>?
     }
 
     /// Whether the tracker keeps the values it told (or read at a
@@ -550,14 +558,15 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     @inlinable
     func track(_ model: Root, generation: UInt64) -> Value {
         let keyPath = keyPath
-        let hold = _SentinelHold(sentinel, generation: generation)
+        let hold = _SentinelHold(sentinel, generation: generation, tracker: self)
         var willChange: (@Sendable () -> Void)?
         if !keepsValues { willChange = { [weak self] in self?.captureOld(generation: generation) } }
         let value = _ObservationTrackingLayer.track(
             { model[keyPath: keyPath] }, willChange: willChange,
-            changed: { [weak self, hold] fired in
-                guard let self else { return fired.cancel() }
-                self.changed(generation: generation, fired: fired, hold: hold, keepsReads: self.reportsItself(fired))
+            changed: { [hold] fired in
+                guard let tracker = hold.tracker else { return fired.cancel() }
+                tracker.changed(
+                    generation: hold.generation, fired: fired, hold: hold, keepsReads: tracker.reportsItself(fired))
             })
         installed(hold)
         return value
@@ -604,7 +613,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// or for good in the storage of a model that its read dropped (see
     /// ``_SentinelHold``); the newest holds the sentinel for both.
     @usableFromInline
-    func installed(_ hold: _SentinelHold) {
+    func installed(_ hold: _SentinelHold<_ObservableTracker>) {
         let released = state.withLock { state -> _ModelSentinel? in
             if let newest = state.installedHold, newest.generation > hold.generation {
                 return hold.takeSentinel()
@@ -659,7 +668,7 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// then the job keeps the sentinel, and the model's death watch ends
     /// the relations.
     @inlinable
-    func changed(generation: UInt64, fired: _FiredTracking, hold: _SentinelHold, keepsReads: Bool) {
+    func changed(generation: UInt64, fired: _FiredTracking, hold: _SentinelHold<_ObservableTracker>, keepsReads: Bool) {
         let thread = keepsValues ? 0 : _currentThreadID()
         let action = state.withLock { state -> _ObservableTrackerStateMachine.ChangedAction in
             if !keepsValues {
