@@ -560,13 +560,12 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         let keyPath = keyPath
         let hold = _SentinelHold(sentinel, generation: generation, tracker: self)
         var willChange: (@Sendable () -> Void)?
-        if !keepsValues { willChange = { [weak self] in self?.captureOld(generation: generation) } }
+        if !keepsValues { willChange = { [hold] in hold.tracker?.captureOld(generation: hold.generation) } }
         let value = _ObservationTrackingLayer.track(
             { model[keyPath: keyPath] }, willChange: willChange,
             changed: { [hold] fired in
                 guard let tracker = hold.tracker else { return fired.cancel() }
-                tracker.changed(
-                    generation: hold.generation, fired: fired, hold: hold, keepsReads: tracker.reportsItself(fired))
+                tracker.changed(fired: fired, hold: hold, keepsReads: tracker.reportsItself(fired))
             })
         installed(hold)
         return value
@@ -668,7 +667,8 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
     /// then the job keeps the sentinel, and the model's death watch ends
     /// the relations.
     @inlinable
-    func changed(generation: UInt64, fired: _FiredTracking, hold: _SentinelHold<_ObservableTracker>, keepsReads: Bool) {
+    func changed(fired: _FiredTracking, hold: _SentinelHold<_ObservableTracker>, keepsReads: Bool) {
+        let generation = hold.generation
         let thread = keepsValues ? 0 : _currentThreadID()
         let action = state.withLock { state -> _ObservableTrackerStateMachine.ChangedAction in
             if !keepsValues {

@@ -12,7 +12,7 @@ import Testing
 /// A model whose property is behind a lock, so that writer threads and the
 /// delivery's read do not race (only Observation's timing is under test).
 @Observable
-final class LockedStore: Sendable {
+private final class LockedStore: Sendable {
     @ObservationIgnored private let storage = _Mutex(0)
 
     var count: Int {
