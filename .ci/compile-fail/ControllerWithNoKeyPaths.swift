@@ -1,7 +1,6 @@
 // Must NOT compile: observing an object with an empty key-path list would
 // observe nothing (KVOController rejected it at run time).
-// .ci/run type-checks this file and expects the message below.
-// expected-error: missing argument for parameter 'keyPaths'
+// .ci/compile-failures checks that the marked line, and no other, fails.
 import SafeObserve
 
 final class Inbox: SafeObservable {
@@ -12,5 +11,5 @@ final class Badge {}
 
 func watch(_ inbox: Inbox, for badge: Badge) {
     let controller = ObservationController(observer: badge)
-    controller.observe(inbox) { _, _, _ in }
+    controller.observe(inbox) { _, _, _ in }  // expected-error: no exact matches in call to instance method 'observe'
 }

@@ -1,7 +1,6 @@
 // Must NOT compile: observing without a handler or an action delivers to the
 // observer's ObservationControllerDelegate method, so the observer must adopt it.
-// .ci/run type-checks this file and expects the message below.
-// expected-error: requires that 'Badge' conform to 'ObservationControllerDelegate'
+// .ci/compile-failures checks that the marked line, and no other, fails.
 import SafeObserve
 
 final class Inbox: SafeObservable {
@@ -12,5 +11,5 @@ final class Badge {}
 
 func watch(_ inbox: Inbox, for badge: Badge) {
     let controller = ObservationController(observer: badge)
-    controller.observe(inbox, keyPath: \.unread)
+    controller.observe(inbox, keyPath: \.unread)  // expected-error: requires that 'Badge' conform to 'ObservationControllerDelegate'
 }

@@ -1,5 +1,6 @@
 // Must NOT compile: @Observed needs an enclosing SafeObservable instance.
-// .ci/run type-checks this file and expects the message below.
+// The error has no source location (it is found when the property's
+// accessors are made), so .ci/compile-failures looks for its message.
 // expected-error: requires that 'NotObservable' conform to 'SafeObservable'
 import SafeObserve
 

@@ -1,8 +1,7 @@
 // Must NOT compile: @Observed needs an enclosing SafeObservable instance.
-// .ci/run type-checks this file and expects the message below.
-// expected-error: @Observed can only be applied to properties of classes that conform to SafeObservable
+// .ci/compile-failures checks that the marked line, and no other, fails.
 import SafeObserve
 
 struct Settings {
-    @Observed var volume = 1
+    @Observed var volume = 1  // expected-error: @Observed can only be applied to properties of classes that conform to SafeObservable
 }

@@ -1,5 +1,6 @@
 import Observation
 import SafeObserve
+import Synchronization
 import Testing
 
 enum ObservingObservableModels {
@@ -37,7 +38,7 @@ enum ObservingObservableModels {
         let store = Store()
         let viewModel = ViewModel()
         viewModel.show(store)
-        // example: ObservingObservableModels.md 2
+        // example: ObservingObservableModels.md 3
         store.safeUnobserve(\.count, by: viewModel)
         #expect(SafeObservation.relations(of: store).isEmpty)
         // end example
@@ -48,7 +49,7 @@ enum ObservingObservableModels {
         func render(_ count: Int) { rendered.append(count) }
 
         func show(_ store: Store) {
-            // example: ObservingObservableModels.md 4
+            // example: ObservingObservableModels.md 5
             store.safeObserve(\.count, by: self, options: [.initial, .new]) { model, _, change in
                 model.render(change.newValue!)
             }
@@ -71,7 +72,7 @@ enum ObservingObservableModels {
         private(set) var task: Task<Void, Never>?
         func render(_ count: Int) { rendered.append(count) }
 
-        // example: ObservingObservableModels.md 5
+        // example: ObservingObservableModels.md 6
         func show(_ store: Store) {
             let counts = store.values(\.count)  // holds the store weakly
             task = Task {
@@ -100,7 +101,7 @@ enum ObservingObservableModels {
 
     @Test("ObservingObservableModels.md: a SafeObservable model that Observation sees")
     static func seenByObservation() {
-        // example: ObservingObservableModels.md 6
+        // example: ObservingObservableModels.md 7
         final class Counter: SafeObservable, Observable {
             @Observed var count = 0
         }
@@ -141,7 +142,7 @@ extension ObservingObservableModels {
         let inbox = Inbox()
         let badge = InboxBadge()
         let controller = ObservationController(observer: badge)
-        // example: ObservingObservableModels.md 7
+        // example: ObservingObservableModels.md 8
         controller.observe(inbox, keyPaths: \.unread, \.title, action: InboxBadge.reload)
         // end example
         inbox.unread = 1
@@ -149,6 +150,42 @@ extension ObservingObservableModels {
         inbox.title = "Mail"
         #expect(await eventually { badge.reloads == 2 })
     }
+}
+
+extension ObservingObservableModels {
+    // @unchecked Sendable: the test changes it on one thread at a time.
+    @Observable final class Meter: @unchecked Sendable {
+        var level = 0
+    }
+
+    final class Recorder: Sendable {
+        private let levels = Mutex<[Int]>([])
+        func append(_ level: Int) { levels.withLock { $0.append(level) } }
+        var recorded: [Int] { levels.withLock { $0 } }
+    }
+
+    @Test("ObservingObservableModels.md: a Sendable model observed from nonisolated code")
+    static func fromNonisolatedCode() async {
+        let meter = Meter()
+        let recorder = Recorder()
+        NonisolatedWatch.watch(meter, for: recorder)
+        meter.level = 3
+        #expect(await eventually { recorder.recorded == [3] })
+    }
+}
+
+private enum NonisolatedWatch {
+    typealias Meter = ObservingObservableModels.Meter
+    typealias Recorder = ObservingObservableModels.Recorder
+
+    // example: ObservingObservableModels.md 2
+    static func watch(_ meter: Meter, for recorder: Recorder) {  // nonisolated
+        // Meter and Recorder are Sendable; the handler runs on a global executor.
+        meter.safeObserve(\.level, by: recorder, isolation: nil) { recorder, _, change in
+            recorder.append(change.newValue!)
+        }
+    }
+    // end example
 }
 
 /// Counts the calls of a tracking's `onChange`.

@@ -149,7 +149,7 @@ func measureMemory(_ memoryCase: Int?) {
         let sink = OptInSink()
         let before = inUse()
         for model in models {
-            model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+            model.safeObserve(\.value, by: sink, isolation: nil) { sink, _, change in sink.add(change.newValue!) }
         }
         print(
             "bytes per relation (@Observable model, first relation on each model)\t\(Double(inUse() - before) / Double(count))"
@@ -160,11 +160,11 @@ func measureMemory(_ memoryCase: Int?) {
         // the same isolation: the relation and its tracker entry.
         let model = ObservableModel()
         let sinks = (0..<count).map { _ in OptInSink() }
-        model.safeObserve(\.value, by: sinks[0]) { _, _, _ in }
-        for sink in sinks { model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate() }
+        model.safeObserve(\.value, by: sinks[0], isolation: nil) { _, _, _ in }
+        for sink in sinks { model.safeObserve(\.value, by: sink, isolation: nil) { _, _, _ in }.invalidate() }
         let before = inUse()
         for sink in sinks.dropFirst() {
-            model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
+            model.safeObserve(\.value, by: sink, isolation: nil) { sink, _, change in sink.add(change.newValue!) }
         }
         print(
             "bytes per relation (@Observable model already observed, SafeObserver listeners)\t\(Double(inUse() - before) / Double(count - 1))"

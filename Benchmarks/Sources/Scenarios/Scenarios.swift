@@ -217,8 +217,11 @@ public final class SafeObservableModel: SafeObservable, Observable {
 }
 
 /// The same model with the Observation module (a peer).
+// @unchecked Sendable: each scenario uses it on one thread at a time (the
+// rows that observe it from nonisolated code pass `isolation: nil`, which
+// takes a `Sendable` model).
 @Observable
-public final class ObservableModel {
+public final class ObservableModel: @unchecked Sendable {
     /// An `@Observable` property.
     public var value = 0
     /// Creates a model.
@@ -755,11 +758,13 @@ public enum Scenarios {
         Scenario(operation: "add + remove", peer: "SafeObserve (token.invalidate)", operationsPerIteration: 1) { n in
             let model = SafeModel()
             let sink = Sink()
-            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()
+            model.safeObserve(\.value, by: sink, isolation: nil) { _, _, _ in }.invalidate()
             measure(n) { n in
                 for _ in 0..<n {
-                    model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
-                        .invalidate()
+                    model.safeObserve(\.value, by: sink, isolation: nil) { sink, _, change in
+                        sink.add(change.newValue!)
+                    }
+                    .invalidate()
                 }
             }
             blackHole(sink)
@@ -937,11 +942,13 @@ public enum Scenarios {
             n in
             let model = SafeModel()
             let sink = OptInSink()
-            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()
+            model.safeObserve(\.value, by: sink, isolation: nil) { _, _, _ in }.invalidate()
             measure(n) { n in
                 for _ in 0..<n {
-                    model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
-                        .invalidate()
+                    model.safeObserve(\.value, by: sink, isolation: nil) { sink, _, change in
+                        sink.add(change.newValue!)
+                    }
+                    .invalidate()
                 }
             }
             blackHole(sink)
@@ -1401,11 +1408,13 @@ extension Scenarios {
             n in
             let model = ObservableModel()
             let sink = Sink()
-            model.safeObserve(\.value, by: sink) { _, _, _ in }.invalidate()
+            model.safeObserve(\.value, by: sink, isolation: nil) { _, _, _ in }.invalidate()
             measure(n) { n in
                 for _ in 0..<n {
-                    model.safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
-                        .invalidate()
+                    model.safeObserve(\.value, by: sink, isolation: nil) { sink, _, change in
+                        sink.add(change.newValue!)
+                    }
+                    .invalidate()
                 }
             }
             blackHole(sink)
@@ -1421,8 +1430,10 @@ extension Scenarios {
             let sink = Sink()
             measure(n) { n in
                 for index in 0..<n {
-                    models[index].safeObserve(\.value, by: sink) { sink, _, change in sink.add(change.newValue!) }
-                        .invalidate()
+                    models[index].safeObserve(\.value, by: sink, isolation: nil) { sink, _, change in
+                        sink.add(change.newValue!)
+                    }
+                    .invalidate()
                 }
             }
             blackHole((models, sink))

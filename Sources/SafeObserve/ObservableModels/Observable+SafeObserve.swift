@@ -24,9 +24,13 @@ extension Observable where Self: AnyObject {
     ///
     /// Unlike a ``SafeObservable`` model's, a change is delivered after the
     /// mutating call (the setter) returned, never inside it: asynchronously,
-    /// on the actor the handler was registered from (`isolation`), or on a
-    /// global executor when it was registered from nonisolated code (then
-    /// possibly while the code that made the change goes on). Changes made
+    /// on the actor the handler was registered from (`isolation`), where the
+    /// key path is read too. So the model need not be `Sendable`: observing
+    /// it from its actor keeps it there. Nonisolated code has no actor to
+    /// deliver on: it passes `isolation: nil`, for a `Sendable` model,
+    /// listener and handler, which then run on a global executor (the
+    /// other `safeObserve(_:by:options:isolation:changeHandler:)`); a
+    /// non-`Sendable` model is rejected at compile time there. Changes made
     /// while a delivery waits are one delivery: `oldValue` is the value the
     /// handler was told last (or that was read when it registered),
     /// `newValue` the value when the delivery runs. So each delivery's
@@ -51,8 +55,8 @@ extension Observable where Self: AnyObject {
     ///     is a programmer error, reported (a debug build stops; a release
     ///     build returns an inert token). `.coalesced` changes nothing: changes
     ///     that wait are always merged.
-    ///   - isolation: The actor the handler is isolated to, or `nil` for a
-    ///     global executor; the caller's by default.
+    ///   - isolation: The actor the handler is isolated to and the key path
+    ///     is read on; the caller's by default.
     ///   - changeHandler: Called with the listener, this model and the change.
     /// - Returns: The relation's token. Keeping it is optional.
     @discardableResult
@@ -62,7 +66,7 @@ extension Observable where Self: AnyObject {
         _ keyPath: KeyPath<Self, Value>,
         by listener: Listener,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation,
+        isolation: isolated any Actor = #isolation,
         changeHandler: @escaping (Listener, Self, ObservedChange<Value>) -> Void
     ) -> ObservationToken {
         _ObservableRegistration.register(
@@ -91,6 +95,11 @@ extension Observable where Self: AnyObject {
     /// when it is made on the listener's executor; from elsewhere, first, in
     /// a job on it.
     ///
+    /// The key path is read on the listener's executor, so the model must be
+    /// `Sendable`. A non-`Sendable` model that the actor owns is observed
+    /// from the actor with ``values(_:buffering:isolation:)`` or
+    /// ``changes(_:options:buffering:isolation:)``, which read it there.
+    ///
     /// - Parameters:
     ///   - keyPath: What to observe, read on this model.
     ///   - listener: The actor the handler runs on. Never retained.
@@ -106,7 +115,7 @@ extension Observable where Self: AnyObject {
         by listener: Listener,
         options: ObservationOptions = .new,
         changeHandler: @escaping @Sendable (isolated Listener, Self, ObservedChange<Value>) -> Void
-    ) -> ObservationToken {
+    ) -> ObservationToken where Self: Sendable {
         let handler = _droppingIsolation(changeHandler)
         let isOnListener = _isCurrentActor(listener)
         return _ObservableRegistration.register(
@@ -169,8 +178,10 @@ extension Observable where Self: AnyObject {
     /// made: the first element's `oldValue` is the value then), as
     /// ``safeObserve(_:by:options:isolation:changeHandler:)`` does from
     /// the actor this method is called from (`isolation`): the key path is
-    /// read there (so a `@MainActor` model's is read on the main actor), or
-    /// on a global executor when it is called from nonisolated code.
+    /// read there (so a `@MainActor` model's is read on the main actor).
+    /// From nonisolated code, pass `isolation: nil` for a `Sendable` model
+    /// (read on a global executor); a non-`Sendable` one is rejected at
+    /// compile time there.
     /// Changes are yielded after the mutating call returned, and changes
     /// made while one waits are one element (each element's `oldValue` is
     /// the previous one's `newValue`). `.initial` yields the current value
@@ -187,15 +198,15 @@ extension Observable where Self: AnyObject {
     ///   - keyPath: The key path to observe, as for `safeObserve`.
     ///   - options: What each element carries; `[.new]` by default.
     ///   - buffering: What is kept for a consumer that falls behind.
-    ///   - isolation: The actor the key path is read on, or `nil` for a
-    ///     global executor. Defaults to the caller's.
+    ///   - isolation: The actor the key path is read on; the caller's by
+    ///     default.
     /// - Returns: A sequence of ``ObservedChange`` values.
     /// - Complexity: O(1) per delivery, plus what the key path reads.
     @_disfavoredOverload
     public func changes<Value: Sendable>(
         _ keyPath: KeyPath<Self, Value>, options: ObservationOptions = .new,
         buffering: ObservationBuffering = .unbounded,
-        isolation: isolated (any Actor)? = #isolation
+        isolation: isolated any Actor = #isolation
     ) -> ObservedChanges<Self, Value> {
         ObservedChanges(
             root: self, keyPath: keyPath, options: options, buffering: buffering,
@@ -219,14 +230,127 @@ extension Observable where Self: AnyObject {
     /// - Parameters:
     ///   - keyPath: The key path to observe, as for `safeObserve`.
     ///   - buffering: What is kept for a consumer that falls behind.
-    ///   - isolation: The actor the key path is read on, or `nil` for a
-    ///     global executor. Defaults to the caller's.
+    ///   - isolation: The actor the key path is read on; the caller's by
+    ///     default.
     /// - Returns: A sequence of the key path's values.
     /// - Complexity: O(1) per delivery, plus what the key path reads.
     @_disfavoredOverload
     public func values<Value: Sendable>(
         _ keyPath: KeyPath<Self, Value>, buffering: ObservationBuffering = .bufferingNewest(1),
-        isolation: isolated (any Actor)? = #isolation
+        isolation: isolated any Actor = #isolation
+    ) -> ObservedValues<Self, Value> {
+        ObservedValues(
+            changes: changes(keyPath, options: [.initial, .new], buffering: buffering, isolation: isolation))
+    }
+}
+
+extension Observable where Self: AnyObject & Sendable {
+    /// Observes `keyPath` on this `Sendable` `@Observable` model from
+    /// nonisolated code: the handler runs on a global executor.
+    ///
+    /// ```swift
+    /// @Observable final class Meter: @unchecked Sendable { ... }  // all state behind a lock
+    ///
+    /// final class Recorder: Sendable { ... }
+    ///
+    /// func record(_ meter: Meter, into recorder: Recorder) {
+    ///     meter.safeObserve(\.level, by: recorder, isolation: nil) { recorder, _, change in
+    ///         recorder.append(change.newValue!)
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// A delivery reads `keyPath` and calls the handler on a global
+    /// executor, while the code that made the change may go on, so the
+    /// model, the listener and the handler must be `Sendable`. From an
+    /// actor (the main actor included), leave `isolation` out: the
+    /// handler then runs on that actor, and the model need not be
+    /// `Sendable`. Timing, batches, options and lifetimes are otherwise
+    /// those of the actor-isolated `safeObserve`.
+    ///
+    /// - Parameters:
+    ///   - keyPath: What to observe, read on this model.
+    ///   - listener: The object on whose behalf the handler runs. Never
+    ///     retained.
+    ///   - options: What the handler receives; `[.new]` by default.
+    ///     `.prior` is a programmer error, reported.
+    ///   - isolation: `nil` for a global executor, or the actor the handler
+    ///     is isolated to.
+    ///   - changeHandler: Called with the listener, this model and the change.
+    /// - Returns: The relation's token. Keeping it is optional.
+    @discardableResult
+    @_disfavoredOverload
+    @inlinable
+    public func safeObserve<Listener: AnyObject & Sendable, Value>(
+        _ keyPath: KeyPath<Self, Value>,
+        by listener: Listener,
+        options: ObservationOptions = .new,
+        isolation: isolated (any Actor)?,
+        changeHandler: @escaping @Sendable (Listener, Self, ObservedChange<Value>) -> Void
+    ) -> ObservationToken {
+        _ObservableRegistration.register(
+            self, keyPath, by: listener, options: options, isolation: isolation,
+            deliver: _makeDeliver(options, unisolated: changeHandler),
+            initial: { changeHandler(listener, self, $0) }, trackerCode: _ObservableTracker<Self, Value>.Code())
+    }
+
+    /// The changes of a key path of this `Sendable` `@Observable` model,
+    /// read on a global executor: for nonisolated code.
+    ///
+    /// ```swift
+    /// for await change in meter.changes(\.level, options: [.old, .new], isolation: nil) {
+    ///     print(change.oldValue!, "→", change.newValue!)
+    /// }
+    /// ```
+    ///
+    /// The key path is read on a global executor, while the code that made
+    /// the change may go on, so the model must be `Sendable`. From an
+    /// actor, leave `isolation` out: the key path is then read there, and
+    /// the model need not be `Sendable`. Otherwise as the actor-isolated
+    /// `changes`.
+    ///
+    /// - Parameters:
+    ///   - keyPath: The key path to observe, as for `safeObserve`.
+    ///   - options: What each element carries; `[.new]` by default.
+    ///   - buffering: What is kept for a consumer that falls behind.
+    ///   - isolation: `nil` for a global executor, or the actor the key path
+    ///     is read on.
+    /// - Returns: A sequence of ``ObservedChange`` values.
+    /// - Complexity: O(1) per delivery, plus what the key path reads.
+    @_disfavoredOverload
+    public func changes<Value: Sendable>(
+        _ keyPath: KeyPath<Self, Value>, options: ObservationOptions = .new,
+        buffering: ObservationBuffering = .unbounded,
+        isolation: isolated (any Actor)?
+    ) -> ObservedChanges<Self, Value> {
+        ObservedChanges(
+            root: self, keyPath: keyPath, options: options, buffering: buffering,
+            register: _ObservableRegistration.registeringIterators(on: isolation))
+    }
+
+    /// The values of a key path of this `Sendable` `@Observable` model,
+    /// read on a global executor: for nonisolated code.
+    ///
+    /// ```swift
+    /// for await level in meter.values(\.level, isolation: nil) {
+    ///     print(level)
+    /// }
+    /// ```
+    ///
+    /// The model must be `Sendable`, as for
+    /// `changes(_:options:buffering:isolation:)` with `isolation: nil`.
+    ///
+    /// - Parameters:
+    ///   - keyPath: The key path to observe, as for `safeObserve`.
+    ///   - buffering: What is kept for a consumer that falls behind.
+    ///   - isolation: `nil` for a global executor, or the actor the key path
+    ///     is read on.
+    /// - Returns: A sequence of the key path's values.
+    /// - Complexity: O(1) per delivery, plus what the key path reads.
+    @_disfavoredOverload
+    public func values<Value: Sendable>(
+        _ keyPath: KeyPath<Self, Value>, buffering: ObservationBuffering = .bufferingNewest(1),
+        isolation: isolated (any Actor)?
     ) -> ObservedValues<Self, Value> {
         ObservedValues(
             changes: changes(keyPath, options: [.initial, .new], buffering: buffering, isolation: isolation))

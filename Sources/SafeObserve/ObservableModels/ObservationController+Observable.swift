@@ -3,7 +3,10 @@ import Observation
 // `ObservationController` on `@Observable` models: the same call shapes as
 // for a `SafeObservable`, registered through the models' own relations, so
 // the timing is theirs (after the mutating call returned; see
-// "Observing @Observable models").
+// "Observing @Observable models"). From an actor only: a delivery reads the
+// model where it runs, and a controller's observer is rarely `Sendable`, so
+// nonisolated code observes a `Sendable` model with `safeObserve(_:by:...,
+// isolation: nil)` instead.
 extension ObservationController {
     // MARK: One key path
 
@@ -21,16 +24,18 @@ extension ObservationController {
     /// As for a ``SafeObservable``, observing an (object, key path) this
     /// controller already observes does nothing, and nothing happens once
     /// the observer is gone. As for any `@Observable` model, a change is
-    /// delivered after the mutating call returned: on `isolation`, or on a
-    /// global executor when it is `nil`; `.prior` is reported as a
-    /// programmer error and observes nothing.
+    /// delivered after the mutating call returned, on `isolation` (the
+    /// caller's actor); `.prior` is reported as a programmer error and
+    /// observes nothing.
     ///
     /// - Parameters:
     ///   - object: The model to observe; retained if ``retainsObserved``.
     ///   - keyPath: What to observe; whatever it reads is tracked.
     ///   - options: What the change carries; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for a global executor.
+    ///   - isolation: The actor callbacks are isolated to: the caller's by
+    ///     default. An `@Observable` model is observed from an actor only
+    ///     (its key path is read there); from nonisolated code, see
+    ///     "Observing @Observable models".
     ///   - changeHandler: Called while the observer is alive, where
     ///     `isolation` says.
     /// - Complexity: O(*k*) expected, *k* being the key paths this controller
@@ -40,7 +45,7 @@ extension ObservationController {
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation,
+        isolation: isolated any Actor = #isolation,
         changeHandler: @escaping (Observer, Object, ObservedChange<Value>) -> Void
     ) {
         withRegistration(of: object) { _ in
@@ -59,8 +64,10 @@ extension ObservationController {
     ///   - object: The model to observe; retained if ``retainsObserved``.
     ///   - keyPath: What to observe; whatever it reads is tracked.
     ///   - options: When the method is called; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for a global executor.
+    ///   - isolation: The actor callbacks are isolated to: the caller's by
+    ///     default. An `@Observable` model is observed from an actor only
+    ///     (its key path is read there); from nonisolated code, see
+    ///     "Observing @Observable models".
     ///   - action: An unbound method of the observer, such as `InboxBadge.refresh`.
     /// - Complexity: O(*k*) expected, *k* being the key paths this controller
     ///   observes on `object`.
@@ -69,7 +76,7 @@ extension ObservationController {
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation,
+        isolation: isolated any Actor = #isolation,
         action: @escaping (Observer) -> () -> Void
     ) {
         withRegistration(of: object) { _ in
@@ -89,8 +96,10 @@ extension ObservationController {
     ///   - object: The model to observe; retained if ``retainsObserved``.
     ///   - keyPath: What to observe; whatever it reads is tracked.
     ///   - options: What the change carries; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for a global executor.
+    ///   - isolation: The actor callbacks are isolated to: the caller's by
+    ///     default. An `@Observable` model is observed from an actor only
+    ///     (its key path is read there); from nonisolated code, see
+    ///     "Observing @Observable models".
     ///   - action: An unbound method of the observer, such as `InboxBadge.show`.
     /// - Complexity: O(*k*) expected, *k* being the key paths this controller
     ///   observes on `object`.
@@ -99,7 +108,7 @@ extension ObservationController {
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation,
+        isolation: isolated any Actor = #isolation,
         action: @escaping (Observer) -> (ObservedChange<Value>) -> Void
     ) {
         withRegistration(of: object) { _ in
@@ -119,8 +128,10 @@ extension ObservationController {
     ///   - object: The model to observe; retained if ``retainsObserved``.
     ///   - keyPath: What to observe; whatever it reads is tracked.
     ///   - options: What the change carries; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for a global executor.
+    ///   - isolation: The actor callbacks are isolated to: the caller's by
+    ///     default. An `@Observable` model is observed from an actor only
+    ///     (its key path is read there); from nonisolated code, see
+    ///     "Observing @Observable models".
     ///   - action: An unbound method of the observer, such as `InboxBadge.show`.
     /// - Complexity: O(*k*) expected, *k* being the key paths this controller
     ///   observes on `object`.
@@ -129,7 +140,7 @@ extension ObservationController {
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation,
+        isolation: isolated any Actor = #isolation,
         action: @escaping (Observer) -> (ObservedChange<Value>, Object) -> Void
     ) {
         withRegistration(of: object) { _ in
@@ -156,8 +167,10 @@ extension ObservationController {
     ///   - object: The model to observe; retained if ``retainsObserved``.
     ///   - keyPaths: What to observe; whatever each reads is tracked.
     ///   - options: What each change carries; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for a global executor.
+    ///   - isolation: The actor callbacks are isolated to: the caller's by
+    ///     default. An `@Observable` model is observed from an actor only
+    ///     (its key path is read there); from nonisolated code, see
+    ///     "Observing @Observable models".
     ///   - changeHandler: Called while the observer is alive, where
     ///     `isolation` says.
     /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
@@ -168,7 +181,7 @@ extension ObservationController {
         keyPaths firstKeyPath: KeyPath<Object, First>,
         _ keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation,
+        isolation: isolated any Actor = #isolation,
         changeHandler: @escaping (Observer, Object, ObservedKeyPathChange<Object>) -> Void
     ) {
         observeEachModel(
@@ -186,8 +199,10 @@ extension ObservationController {
     ///   - object: The model to observe; retained if ``retainsObserved``.
     ///   - keyPaths: What to observe; whatever each reads is tracked.
     ///   - options: When the method is called; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for a global executor.
+    ///   - isolation: The actor callbacks are isolated to: the caller's by
+    ///     default. An `@Observable` model is observed from an actor only
+    ///     (its key path is read there); from nonisolated code, see
+    ///     "Observing @Observable models".
     ///   - action: An unbound method of the observer, such as `AccountView.reload`.
     /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
     ///   key paths this controller observes on `object`.
@@ -197,7 +212,7 @@ extension ObservationController {
         keyPaths firstKeyPath: KeyPath<Object, First>,
         _ keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation,
+        isolation: isolated any Actor = #isolation,
         action: @escaping (Observer) -> () -> Void
     ) {
         observeEachModel(
@@ -219,8 +234,10 @@ extension ObservationController {
     ///   - object: The model to observe; retained if ``retainsObserved``.
     ///   - keyPaths: What to observe; whatever each reads is tracked.
     ///   - options: What each change carries; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for a global executor.
+    ///   - isolation: The actor callbacks are isolated to: the caller's by
+    ///     default. An `@Observable` model is observed from an actor only
+    ///     (its key path is read there); from nonisolated code, see
+    ///     "Observing @Observable models".
     ///   - action: An unbound method of the observer taking the change.
     /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
     ///   key paths this controller observes on `object`.
@@ -230,7 +247,7 @@ extension ObservationController {
         keyPaths firstKeyPath: KeyPath<Object, First>,
         _ keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation,
+        isolation: isolated any Actor = #isolation,
         action: @escaping (Observer) -> (ObservedKeyPathChange<Object>) -> Void
     ) {
         observeEachModel(
@@ -253,8 +270,10 @@ extension ObservationController {
     ///   - object: The model to observe; retained if ``retainsObserved``.
     ///   - keyPaths: What to observe; whatever each reads is tracked.
     ///   - options: What each change carries; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for a global executor.
+    ///   - isolation: The actor callbacks are isolated to: the caller's by
+    ///     default. An `@Observable` model is observed from an actor only
+    ///     (its key path is read there); from nonisolated code, see
+    ///     "Observing @Observable models".
     ///   - action: An unbound method of the observer taking the change and the model.
     /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
     ///   key paths this controller observes on `object`.
@@ -264,7 +283,7 @@ extension ObservationController {
         keyPaths firstKeyPath: KeyPath<Object, First>,
         _ keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation,
+        isolation: isolated any Actor = #isolation,
         action: @escaping (Observer) -> (ObservedKeyPathChange<Object>, Object) -> Void
     ) {
         observeEachModel(
@@ -312,7 +331,7 @@ extension ObservationController {
     /// the model inside an `.initial` delivery skips the rest).
     func observeEachModel<Object: Observable & AnyObject, each Value>(
         _ object: Object, _ keyPaths: repeat KeyPath<Object, each Value>, options: ObservationOptions,
-        isolation: isolated (any Actor)?,
+        isolation: isolated any Actor,
         _ handler: @escaping (Observer, Object, ObservedKeyPathChange<Object>) -> Void
     ) {
         withRegistration(of: object) { isCancelled in
@@ -325,7 +344,7 @@ extension ObservationController {
 
     func registerModel<Object: Observable & AnyObject, Value>(
         _ object: Object, _ keyPath: KeyPath<Object, Value>, _ options: ObservationOptions,
-        _ isolation: isolated (any Actor)?, _ body: @escaping (Observer, Object, ObservedChange<Value>) -> Void
+        _ isolation: isolated any Actor, _ body: @escaping (Observer, Object, ObservedChange<Value>) -> Void
     ) {
         object.safeObserve(
             keyPath, by: relay, options: options, isolation: isolation, changeHandler: Self.delivering(to: body))
@@ -343,15 +362,16 @@ extension ObservationController where Observer: ObservationControllerDelegate {
     /// ```
     ///
     /// As for any `@Observable` model, the change is delivered after the
-    /// mutating call returned: on `isolation`, or on a global executor when
-    /// it is `nil`.
+    /// mutating call returned, on `isolation` (the caller's actor).
     ///
     /// - Parameters:
     ///   - object: The model to observe; retained if ``retainsObserved``.
     ///   - keyPath: What to observe; whatever it reads is tracked.
     ///   - options: What the change carries; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for a global executor.
+    ///   - isolation: The actor callbacks are isolated to: the caller's by
+    ///     default. An `@Observable` model is observed from an actor only
+    ///     (its key path is read there); from nonisolated code, see
+    ///     "Observing @Observable models".
     /// - Complexity: O(*k*) expected, *k* being the key paths this controller
     ///   observes on `object`.
     @_disfavoredOverload
@@ -359,7 +379,7 @@ extension ObservationController where Observer: ObservationControllerDelegate {
         _ object: Object,
         keyPath: KeyPath<Object, Value>,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation
+        isolation: isolated any Actor = #isolation
     ) {
         observeEachModel(object, keyPath, options: options, isolation: isolation, Self.notifyingDelegate())
     }
@@ -376,8 +396,10 @@ extension ObservationController where Observer: ObservationControllerDelegate {
     ///   - object: The model to observe; retained if ``retainsObserved``.
     ///   - keyPaths: What to observe; whatever each reads is tracked.
     ///   - options: What each change carries; `[.new]` by default.
-    ///   - isolation: The actor callbacks are isolated to (the caller's by
-    ///     default), or `nil` for a global executor.
+    ///   - isolation: The actor callbacks are isolated to: the caller's by
+    ///     default. An `@Observable` model is observed from an actor only
+    ///     (its key path is read there); from nonisolated code, see
+    ///     "Observing @Observable models".
     /// - Complexity: O(*p* · *k*) expected for *p* key paths, *k* being the
     ///   key paths this controller observes on `object`.
     @_disfavoredOverload
@@ -386,7 +408,7 @@ extension ObservationController where Observer: ObservationControllerDelegate {
         keyPaths firstKeyPath: KeyPath<Object, First>,
         _ keyPaths: repeat KeyPath<Object, each Value>,
         options: ObservationOptions = .new,
-        isolation: isolated (any Actor)? = #isolation
+        isolation: isolated any Actor = #isolation
     ) {
         observeEachModel(
             object, firstKeyPath, repeat each keyPaths, options: options, isolation: isolation,

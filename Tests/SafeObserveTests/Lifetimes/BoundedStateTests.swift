@@ -71,9 +71,8 @@ struct BoundedStateTests {
     /// process, which nothing else uses.
     static func manyRetirementsAtOnce() {
         let lifetime = LifetimeCounter()
-        // nonisolated(unsafe): only the third thread uses them until the threads are joined.
-        nonisolated(unsafe) let steady = (0..<8).map { _ in Listener(lifetime: lifetime) }
-        // nonisolated(unsafe): as above.
+        let steady = (0..<8).map { _ in Listener(lifetime: lifetime) }
+        // nonisolated(unsafe): only the third thread uses it until the threads are joined.
         nonisolated(unsafe) let steadyObject = Counter()
         for listener in steady {
             steadyObject.safeObserve(\.count, by: listener) { listener, _, change in

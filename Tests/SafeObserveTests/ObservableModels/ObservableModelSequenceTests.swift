@@ -62,7 +62,7 @@ struct ObservableModelSequenceTests {
         store.count = 7
         let collected = Collected<Int>()
         let consumer = Task {
-            for await value in store.values(\.count, buffering: .unbounded) {
+            for await value in store.values(\.count, buffering: .unbounded, isolation: nil) {
                 collected.append(value)
                 if value == 500 { break }
             }
@@ -81,7 +81,7 @@ struct ObservableModelSequenceTests {
     @Test func changes_chain_fromTheValueAtRegistration() async {
         let store = SStore()
         let collected = Collected<ObservedChange<Int>>()
-        var iterator = store.changes(\.count, options: [.old, .new]).makeAsyncIterator()
+        var iterator = store.changes(\.count, options: [.old, .new], isolation: nil).makeAsyncIterator()
         stressRunConcurrently([{ for n in 1...300 { store.count = n } }])
         while let change = await iterator.next(isolation: #isolation) {
             collected.append(change)
@@ -98,7 +98,7 @@ struct ObservableModelSequenceTests {
     /// A chain (`\.account.balance`) follows a replaced link.
     @Test func aChain_followsAReplacedLink() async {
         let store = SStore()
-        var iterator = store.values(\.account.balance, buffering: .unbounded).makeAsyncIterator()
+        var iterator = store.values(\.account.balance, buffering: .unbounded, isolation: nil).makeAsyncIterator()
         #expect(await iterator.next(isolation: #isolation) == 0)
         let next = SAccount()
         next.balance = 5
@@ -114,7 +114,7 @@ struct ObservableModelSequenceTests {
         let models = LifetimeCounter()
         var store: SStore? = SStore(lifetime: models)
         let collected = Collected<Int>()
-        let sequence = store!.values(\.count)
+        let sequence = store!.values(\.count, isolation: nil)
         let consumer = Task {
             for await value in sequence { collected.append(value) }
             collected.finish()
@@ -131,7 +131,7 @@ struct ObservableModelSequenceTests {
         let store = SStore()
         let started = Collected<Int>()
         let consumer = Task {
-            for await value in store.values(\.count) { started.append(value) }
+            for await value in store.values(\.count, isolation: nil) { started.append(value) }
             started.finish()
         }
         #expect(await eventually { !started.elements.isEmpty })
@@ -146,7 +146,7 @@ struct ObservableModelSequenceTests {
     @Test func aDroppedIterator_endsItsRelation() async {
         let store = SStore()
         do {
-            var iterator = store.changes(\.count, options: [.initial, .new]).makeAsyncIterator()
+            var iterator = store.changes(\.count, options: [.initial, .new], isolation: nil).makeAsyncIterator()
             #expect(await iterator.next(isolation: #isolation)?.newValue == 0)
             #expect(SafeObservation.relations(of: store).count == 1)
         }
@@ -199,7 +199,7 @@ struct ObservableModelSequenceTests {
         var iterator = _Diagnostics.withHandler {
             messages.record($0)
         } body: {
-            store.changes(\.count, options: [.prior, .new]).makeAsyncIterator()
+            store.changes(\.count, options: [.prior, .new], isolation: nil).makeAsyncIterator()
         }
         #expect(await iterator.next(isolation: #isolation) == nil)
         #expect(messages.entries.count == 1)

@@ -260,7 +260,9 @@ struct ObservableModelTests {
         store.count = 7
         let listener = Listener()
         let received = Deliveries<Int>()
-        store.safeObserve(\.count, by: listener, options: [.initial, .new]) { _, _, change in received.append(change) }
+        store.safeObserve(\.count, by: listener, options: [.initial, .new], isolation: nil) { _, _, change in
+            received.append(change)
+        }
         #expect(received.all.map(describe) == ["nil->7 initial"])
         withExtendedLifetime(listener) {}
     }
@@ -559,6 +561,7 @@ struct ObservableModelTests {
     /// instance (built at run time here; a literal in another file or module
     /// is one too) ends the relation, through `safeUnobserve` and through a
     /// controller (attack D10).
+    @MainActor
     @Test func unobservingWithAnEqualKeyPathThatIsAnotherInstance_endsTheRelation() async {
         func balance() -> KeyPath<OStore, Int> { (\OStore.account).appending(path: \OAccount.balance) }
         #expect(balance() == balance())
@@ -571,7 +574,7 @@ struct ObservableModelTests {
         #expect(SafeObservation.relations(of: store).isEmpty)
 
         let owner = ControllerOwnerOfStore()
-        owner.observationController.observe(store, keyPath: balance(), isolation: nil) { _, _, _ in
+        owner.observationController.observe(store, keyPath: balance()) { _, _, _ in
             calls.add(1, ordering: .relaxed)
         }
         #expect(SafeObservation.relations(of: store).count == 1)

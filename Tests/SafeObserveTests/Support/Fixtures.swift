@@ -126,7 +126,9 @@ class RecordingListener {
 }
 
 /// A plain listener: any class can listen.
-final class Listener: RecordingListener {}
+// @unchecked Sendable: `received` is locked, and `onDeinit` is set only
+// before the listener is shared.
+final class Listener: RecordingListener, @unchecked Sendable {}
 
 /// A listener that opts in to teardown inside its own deinit.
 final class OptInListener: RecordingListener, SafeObserver {
