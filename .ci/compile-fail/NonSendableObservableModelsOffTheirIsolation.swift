@@ -1,7 +1,8 @@
 // Each line marked `expected-error` must not compile, and every other line
-// must: a non-`Sendable` `@Observable` model is observed only from the
-// isolation that owns it, because its key path is read where the handler
-// runs. Checked by .ci/compile-failures.
+// must: an `@Observable` model is observed only from the isolation that owns
+// it (a non-`Sendable` model's region, a `@MainActor` model's actor),
+// because its key path is read where the handler runs. Checked by
+// .ci/compile-failures.
 import Observation
 import SafeObserve
 
@@ -53,4 +54,26 @@ final class Badge {
     @MainActor func fromTheMainActor(_ store: Store) {
         observationController.observe(store, keyPath: \.count) { _, _, _ in }
     }
+}
+
+// A `@MainActor` model is `Sendable`, but its properties belong to the main
+// actor: their key paths are not `Sendable`, so only the main actor reads them.
+@MainActor @Observable final class ViewModel { var items: [String] = [] }
+
+actor Counter {
+    var total = 0
+    func add(_ count: Int) { total += count }
+}
+
+@MainActor func aMainActorModel(_ model: ViewModel, _ counter: Counter) {
+    model.safeObserve(\.items, by: Listener()) { _, _, _ in }
+    _ = model.values(\.items)
+    model.safeObserve(\.items, by: SendableListener(), isolation: nil) { _, _, _ in }  // expected-error
+    _ = model.values(\.items, isolation: nil)  // expected-error
+    _ = model.changes(\.items, isolation: nil)  // expected-error
+    model.safeObserve(\.items, by: counter) { counter, _, change in counter.add(change.newValue!.count) }  // expected-error
+}
+
+nonisolated func observe<Value>(_ model: ViewModel, _ keyPath: KeyPath<ViewModel, Value>) {
+    model.safeObserve(keyPath, by: SendableListener(), isolation: nil) { _, _, _ in }  // expected-error
 }

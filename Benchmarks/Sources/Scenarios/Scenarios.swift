@@ -216,10 +216,10 @@ public final class SafeObservableModel: SafeObservable, Observable {
     public init() {}
 }
 
-/// The same model with the Observation module (a peer).
 // @unchecked Sendable: each scenario uses it on one thread at a time (the
 // rows that observe it from nonisolated code pass `isolation: nil`, which
 // takes a `Sendable` model).
+/// The same model with the Observation module (a peer).
 @Observable
 public final class ObservableModel: @unchecked Sendable {
     /// An `@Observable` property.

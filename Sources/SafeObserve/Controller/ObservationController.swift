@@ -55,8 +55,12 @@ import Synchronization
 ///
 /// ## Threading
 ///
-/// Every method may be called from any thread, and from inside any callback
-/// (re-entrancy is supported: observe, unobserve, mutate or release anything).
+/// A controller of a `Sendable` observer is `Sendable`, and every method may
+/// be called from any thread. A controller of any other observer is not: its
+/// callbacks and ``observer`` hand the observer out, so it stays in the
+/// observer's region (the compiler checks it). Every method may be called
+/// from inside any callback (re-entrancy is supported: observe, unobserve,
+/// mutate or release anything).
 /// Callbacks never run while the controller or SafeObserve holds a lock.
 /// Where they run is the isolation of the `observe` call, as for
 /// ``SafeObservable/safeObserve(_:by:options:isolation:changeHandler:)``:
@@ -66,11 +70,7 @@ import Synchronization
 /// run synchronously on the thread that changed the property. Once `deinit`
 /// or an `unobserve` returns, no further callback starts for the relations it
 /// ended; a callback already running on another thread may finish.
-public final class ObservationController<Observer: AnyObject>: CustomDebugStringConvertible, @unchecked Sendable {
-    // @unchecked Sendable: `core` is immutable; its bookkeeping is reached
-    // only under its lock, and the observer only through the relay's weak
-    // reference, handed only to callbacks, where the `observe` call's
-    // isolation says.
+public final class ObservationController<Observer: AnyObject>: CustomDebugStringConvertible {
 
     /// Whether the controller keeps the objects it observes alive.
     ///
@@ -375,3 +375,8 @@ public final class ObservationController<Observer: AnyObject>: CustomDebugString
         state.withLock { $0.objects.values.filter { $0.object != nil }.count }
     }
 }
+
+// @unchecked Sendable: `core` is immutable and its bookkeeping is reached only
+// under its lock; the observer, handed to callbacks and by `observer`, is
+// `Sendable` itself (a controller of any other observer stays in its region).
+extension ObservationController: @unchecked Sendable where Observer: Sendable {}

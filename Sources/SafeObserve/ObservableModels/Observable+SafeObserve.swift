@@ -80,10 +80,12 @@ extension Observable where Self: AnyObject {
     /// `isolated` parameter.
     ///
     /// ```swift
+    /// @Observable final class Meter: @unchecked Sendable { ... }  // all state behind a lock
+    ///
     /// actor Log {
-    ///     var counts: [Int] = []
-    ///     func watch(_ store: Store) {
-    ///         store.safeObserve(\.count, by: self) { log, _, change in log.counts.append(change.newValue!) }
+    ///     var levels: [Int] = []
+    ///     func watch(_ meter: Meter) {
+    ///         meter.safeObserve(\.level, by: self) { log, _, change in log.levels.append(change.newValue!) }
     ///     }
     /// }
     /// ```
@@ -95,8 +97,10 @@ extension Observable where Self: AnyObject {
     /// when it is made on the listener's executor; from elsewhere, first, in
     /// a job on it.
     ///
-    /// The key path is read on the listener's executor, so the model must be
-    /// `Sendable`. A non-`Sendable` model that the actor owns is observed
+    /// The key path is read on the listener's executor, so the model and the
+    /// key path must be `Sendable` (a key path to a property isolated to a
+    /// global actor, such as a `@MainActor` model's, is not). A
+    /// non-`Sendable` model that the actor owns is observed
     /// from the actor with ``values(_:buffering:isolation:)`` or
     /// ``changes(_:options:buffering:isolation:)``, which read it there.
     ///
@@ -111,7 +115,7 @@ extension Observable where Self: AnyObject {
     @discardableResult
     @_disfavoredOverload
     public func safeObserve<Listener: Actor, Value>(
-        _ keyPath: KeyPath<Self, Value>,
+        _ keyPath: any KeyPath<Self, Value> & Sendable,
         by listener: Listener,
         options: ObservationOptions = .new,
         changeHandler: @escaping @Sendable (isolated Listener, Self, ObservedChange<Value>) -> Void
@@ -262,7 +266,9 @@ extension Observable where Self: AnyObject & Sendable {
     ///
     /// A delivery reads `keyPath` and calls the handler on a global
     /// executor, while the code that made the change may go on, so the
-    /// model, the listener and the handler must be `Sendable`. From an
+    /// model, the key path, the listener and the handler must be `Sendable`
+    /// (a key path to a property isolated to a global actor, such as a
+    /// `@MainActor` model's, is not). From an
     /// actor (the main actor included), leave `isolation` out: the
     /// handler then runs on that actor, and the model need not be
     /// `Sendable`. Timing, batches, options and lifetimes are otherwise
@@ -282,7 +288,7 @@ extension Observable where Self: AnyObject & Sendable {
     @_disfavoredOverload
     @inlinable
     public func safeObserve<Listener: AnyObject & Sendable, Value>(
-        _ keyPath: KeyPath<Self, Value>,
+        _ keyPath: any KeyPath<Self, Value> & Sendable,
         by listener: Listener,
         options: ObservationOptions = .new,
         isolation: isolated (any Actor)?,
@@ -304,7 +310,8 @@ extension Observable where Self: AnyObject & Sendable {
     /// ```
     ///
     /// The key path is read on a global executor, while the code that made
-    /// the change may go on, so the model must be `Sendable`. From an
+    /// the change may go on, so the model and the key path must be
+    /// `Sendable` (a `@MainActor` model's key paths are not). From an
     /// actor, leave `isolation` out: the key path is then read there, and
     /// the model need not be `Sendable`. Otherwise as the actor-isolated
     /// `changes`.
@@ -319,7 +326,7 @@ extension Observable where Self: AnyObject & Sendable {
     /// - Complexity: O(1) per delivery, plus what the key path reads.
     @_disfavoredOverload
     public func changes<Value: Sendable>(
-        _ keyPath: KeyPath<Self, Value>, options: ObservationOptions = .new,
+        _ keyPath: any KeyPath<Self, Value> & Sendable, options: ObservationOptions = .new,
         buffering: ObservationBuffering = .unbounded,
         isolation: isolated (any Actor)?
     ) -> ObservedChanges<Self, Value> {
@@ -337,7 +344,7 @@ extension Observable where Self: AnyObject & Sendable {
     /// }
     /// ```
     ///
-    /// The model must be `Sendable`, as for
+    /// The model and the key path must be `Sendable`, as for
     /// `changes(_:options:buffering:isolation:)` with `isolation: nil`.
     ///
     /// - Parameters:
@@ -349,7 +356,7 @@ extension Observable where Self: AnyObject & Sendable {
     /// - Complexity: O(1) per delivery, plus what the key path reads.
     @_disfavoredOverload
     public func values<Value: Sendable>(
-        _ keyPath: KeyPath<Self, Value>, buffering: ObservationBuffering = .bufferingNewest(1),
+        _ keyPath: any KeyPath<Self, Value> & Sendable, buffering: ObservationBuffering = .bufferingNewest(1),
         isolation: isolated (any Actor)?
     ) -> ObservedValues<Self, Value> {
         ObservedValues(

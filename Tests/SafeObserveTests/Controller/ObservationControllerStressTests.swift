@@ -94,7 +94,11 @@ struct ObservationControllerStressTests {
         observed: LifetimeCounter, captures: LifetimeCounter, seed: UInt64
     ) {
         let sharedBox = UncheckedSendable(shared)  // registration only reads the shared counters
+        // The controller of a non-Sendable observer is not Sendable; the
+        // handlers here never touch the observer, so the threads may share it.
+        let controllerBox = UncheckedSendable(controller)
         DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            let controller = controllerBox.value
             var random = SplitMix64(seed: seed * 16 + UInt64(worker))
             let own = Counter(lifetime: observed)  // only this thread mutates it
             for _ in 0..<150 {

@@ -130,7 +130,7 @@ private enum Shared {
 
 /// Observes any `Observable` class's key path, in generic code.
 private func observeGenerically<Model: Observable & AnyObject & Sendable, Value>(
-    _ model: Model, _ keyPath: KeyPath<Model, Value>, by listener: AnyObject,
+    _ model: Model, _ keyPath: any KeyPath<Model, Value> & Sendable, by listener: AnyObject,
     options: ObservationOptions
 ) -> ObservationToken {
     model.safeObserve(keyPath, by: listener, options: options, isolation: nil) { _, _, _ in }
