@@ -765,6 +765,12 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
         // changes this job tells, or (a verification) what the last job told.
         // A baseline read after an unpaired change is not its old value.
         var old = unpaired ? nil : taken
+        // Before the store, a change's `willSet` read is dropped when a job
+        // began between the read and its filing: the baseline is then the
+        // value the last job told, while its verifications keep it.
+        if old == nil, !verifiesOnly, !keepsValues, !_ObservationTrackingLayer.reportsAfterTheStore {
+            old = state.withLock { $0.lastRead }
+        }
         if verifiesOnly {
             // Compared unlocked: `==` is the value type's code.
             let lastRead = state.withLock { $0.lastRead }
@@ -902,6 +908,16 @@ final class _ObservableTracker<Root: AnyObject, Value>: _AnyObservableTracker, @
                     replacedLasts.append(kept)
                 }
                 state.entries[index].initialInJob = nil
+            }
+            // Registrations filed during this job read the key path before
+            // its read, maybe a value it did not tell them (stored between
+            // the two reads, reported to no tracking): the job runs again,
+            // telling them from the value each kept. Others keep theirs
+            // whatever comes (see `keepsValues`).
+            if !keepsValues, state.entries.count > count,
+                state.entries[count...].contains(where: { $0.last != nil })
+            {
+                state.machine.markDirty()
             }
             let (reschedule, released) = state.machine.endDelivery()
             // Replaced values, released unlocked.
