@@ -11,5 +11,5 @@ final class Badge {}
 
 func watch(_ inbox: Inbox, for badge: Badge) {
     let controller = ObservationController(observer: badge)
-    controller.observe(inbox, keyPath: \.unread)  // expected-error: requires that 'Badge' conform to 'ObservationControllerDelegate'
+    controller.observe(inbox, keyPath: \.unread)  // expected-error: conform to 'ObservationControllerDelegate'
 }

@@ -3,5 +3,5 @@
 import SafeObserve
 
 struct Settings {
-    @Observed var volume = 1  // expected-error: @Observed can only be applied to properties of classes that conform to SafeObservable
+    @Observed var volume = 1  // expected-error: @Observed can only be applied to properties
 }

@@ -216,11 +216,11 @@ public final class SafeObservableModel: SafeObservable, Observable {
     public init() {}
 }
 
-// @unchecked Sendable: each scenario uses it on one thread at a time (the
-// rows that observe it from nonisolated code pass `isolation: nil`, which
-// takes a `Sendable` model).
 /// The same model with the Observation module (a peer).
 @Observable
+// @unchecked Sendable: each scenario uses it on one thread at a time (the rows
+// that observe it from nonisolated code pass `isolation: nil`, which takes a
+// `Sendable` model).
 public final class ObservableModel: @unchecked Sendable {
     /// An `@Observable` property.
     public var value = 0

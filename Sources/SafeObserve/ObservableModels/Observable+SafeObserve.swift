@@ -100,8 +100,8 @@ extension Observable where Self: AnyObject {
     /// The key path is read on the listener's executor, so the model and the
     /// key path must be `Sendable` (a key path to a property isolated to a
     /// global actor, such as a `@MainActor` model's, is not). A
-    /// non-`Sendable` model that the actor owns is observed
-    /// from the actor with ``values(_:buffering:isolation:)`` or
+    /// non-`Sendable` model that the actor owns is observed from the actor
+    /// with ``values(_:buffering:isolation:)`` or
     /// ``changes(_:options:buffering:isolation:)``, which read it there.
     ///
     /// - Parameters:
