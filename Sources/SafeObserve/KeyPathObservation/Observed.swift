@@ -91,35 +91,22 @@ public struct Observed<Value> {
     ) -> Value {
         @inline(__always) get {
             // Folded away unless the class also conforms to `Observable`.
-            if EnclosingSelf._reportsToObservation { _reportAccess(of: instance, wrappedKeyPath, storageKeyPath) }
-            if _activeTrackers.load(ordering: .relaxed) != 0, let tracker = _trackerOnThisThread() {
-                // Only here, on the property's first observation, does the
-                // declared key path escape (its channel keeps it, and
-                // registration compares it with the one being observed);
-                // everything else is a direct projection that the optimizer
-                // folds. Registrations only read the object, so several may run at
-                // once, on several threads: the sentinel field is only
-                // touched under this lock, and only read — a modify access
-                // would conflict with the other threads' reads — unless this
-                // is the property's first observation.
-                _lockSentinelCreation()
-                defer { _unlockSentinelCreation() }
-                // Both fields read together, in one access (one exclusivity
-                // check, not two); the value's copy runs no user code.
-                let value = instance[keyPath: storageKeyPath]._value
-                // Borrowed (see `_sentinel`): `instance` is held for this call.
-                let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
-                if sentinelBits != 0 {
-                    _recordAccess(instance, sentinelBits: sentinelBits, into: tracker)
-                } else {
-                    // The declared key path is formed only here, inside the
-                    // closure: passed as a value, it was formed (and
-                    // released) on every read, tracked or not.
-                    _recordAccess(
-                        instance, { wrappedKeyPath }, creatingSentinel: &instance[keyPath: storageKeyPath]._sentinel,
-                        into: tracker)
+            if EnclosingSelf._reportsToObservation {
+                if _activeTrackers.load(ordering: .relaxed) == 0 {
+                    // Both fields in one access (one exclusivity check);
+                    // copying the value runs no user code. Borrowed (see
+                    // `_sentinel`): `instance` is held for this call.
+                    let value = instance[keyPath: storageKeyPath]._value
+                    let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+                    if sentinelBits != 0 {
+                        _reportAccess(of: instance, sentinelBits: sentinelBits)
+                        return value
+                    }
                 }
-                return value
+                return _readObserved(instance, wrappedKeyPath, storageKeyPath)
+            }
+            if _activeTrackers.load(ordering: .relaxed) != 0 {
+                return _readObserved(instance, wrappedKeyPath, storageKeyPath)
             }
             return instance[keyPath: storageKeyPath]._value
         }
@@ -136,8 +123,16 @@ public struct Observed<Value> {
             let reports =
                 EnclosingSelf._reportsToObservation
                 && _reportsChange(of: instance, to: newValue, storageKeyPath, sentinelBits: sentinelBits)
-            if reports { _report(.willSet, of: instance, wrappedKeyPath, sentinelBits: sentinelBits) }
+            if reports { _report(.willSet, of: instance, sentinelBits: sentinelBits) }
             Unmanaged<_Sentinel>.fromOpaque(sentinelAddress)._withUnsafeGuaranteedRef { sentinel in
+                // A property read (its sentinel carries its registrar) but
+                // never observed here has nothing to emit: no relation was
+                // ever added, so no lock is taken. (Folded away unless the
+                // class also conforms to `Observable`.)
+                if EnclosingSelf._reportsToObservation, sentinel.channel.additions.load(ordering: .relaxed) == 0 {
+                    instance[keyPath: storageKeyPath]._value = newValue
+                    return
+                }
                 sentinel.channel.emitChange(
                     of: instance,
                     readOld: { instance[keyPath: storageKeyPath]._value },
@@ -145,7 +140,7 @@ public struct Observed<Value> {
                     readNew: { newValue }
                 )
             }
-            if reports { _report(.didSet, of: instance, wrappedKeyPath, sentinelBits: sentinelBits) }
+            if reports { _report(.didSet, of: instance, sentinelBits: sentinelBits) }
         }
         // In-place mutation (`items.append(x)`, `text += "!"`, `count += 1`):
         // the value is yielded where it is stored, never copied, so a
@@ -161,11 +156,24 @@ public struct Observed<Value> {
             // reported around the access (folded away unless the class
             // also conforms to `Observable`). Declared first, the `defer`
             // runs last, once the change was delivered.
-            if EnclosingSelf._reportsToObservation { _reportAccess(of: instance, wrappedKeyPath, storageKeyPath) }
-            let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+            var sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+            if EnclosingSelf._reportsToObservation {
+                if sentinelBits == 0 {
+                    // The property's first read, as in the getter.
+                    _lockSentinelCreation()
+                    sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+                    if sentinelBits == 0 {
+                        sentinelBits = _createSentinel(
+                            of: instance, reporting: true, recordingInto: nil, { wrappedKeyPath },
+                            in: &instance[keyPath: storageKeyPath]._sentinel)
+                    }
+                    _unlockSentinelCreation()
+                }
+                _reportAccess(of: instance, sentinelBits: sentinelBits)
+            }
             let reports = EnclosingSelf._reportsToObservation && sentinelBits != 0
-            if reports { _report(.willSet, of: instance, wrappedKeyPath, sentinelBits: sentinelBits) }
-            defer { if reports { _report(.didSet, of: instance, wrappedKeyPath, sentinelBits: sentinelBits) } }
+            if reports { _report(.willSet, of: instance, sentinelBits: sentinelBits) }
+            defer { if reports { _report(.didSet, of: instance, sentinelBits: sentinelBits) } }
             let emission = sentinelBits == 0 ? nil : _beginInPlaceChange(of: instance, sentinelBits: sentinelBits)
             var old: Value? = emission?.needsOld == true ? instance[keyPath: storageKeyPath]._value : nil
             if let emission, emission.hasPrior {
@@ -191,6 +199,52 @@ public struct Observed<Value> {
             yield &instance[keyPath: storageKeyPath]._value
             didMutate = true
         }
+    }
+
+    /// The getter off its fast path: the property's first read (if the
+    /// class reports to Observation), or registration resolving a key path
+    /// on some thread (this thread's, if any, records the property).
+    @inlinable @inline(__always)
+    static func _readObserved<EnclosingSelf: SafeObservable>(
+        _ instance: EnclosingSelf,
+        _ wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>,
+        _ storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
+    ) -> Value {
+        let tracker = _activeTrackers.load(ordering: .relaxed) != 0 ? _trackerOnThisThread() : nil
+        if tracker == nil {
+            guard EnclosingSelf._reportsToObservation else { return instance[keyPath: storageKeyPath]._value }
+            // Reporting, and not recording: as the getter's fast path, which
+            // registration elsewhere diverted here.
+            let value = instance[keyPath: storageKeyPath]._value
+            let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+            if sentinelBits != 0 {
+                _reportAccess(of: instance, sentinelBits: sentinelBits)
+                return value
+            }
+        }
+        // Registrations only read the object, so several may run at once,
+        // on several threads: the sentinel field is only touched under this
+        // lock, and only read — a modify access would conflict with the
+        // other threads' reads — unless this is the property's first
+        // observation. No user code runs under it.
+        _lockSentinelCreation()
+        // Both fields in one access, as in the getter.
+        let value = instance[keyPath: storageKeyPath]._value
+        var sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+        if sentinelBits == 0 {
+            // The declared key path is formed only inside this closure, the
+            // accessor's one use of it: passed as a value, or captured by a
+            // closure that also captures what the optimizer cannot fold, it
+            // was formed (and released) on every read, observed or not.
+            sentinelBits = _createSentinel(
+                of: instance, reporting: EnclosingSelf._reportsToObservation, recordingInto: tracker,
+                { wrappedKeyPath }, in: &instance[keyPath: storageKeyPath]._sentinel)
+        } else if let tracker {
+            _recordAccess(instance, sentinelBits: sentinelBits, into: tracker)
+        }
+        _unlockSentinelCreation()
+        if EnclosingSelf._reportsToObservation { _reportAccess(of: instance, sentinelBits: sentinelBits) }
+        return value
     }
 
     /// `_modify` of an observed property, before the value is yielded: the
@@ -257,27 +311,37 @@ public struct Observed<Value> {
             }
     }
 
-    /// ``_recordAccess(_:sentinelBits:into:)`` on the property's first
-    /// observation: creates its sentinel in `sentinel` (`nil` so far), whose
-    /// channel keeps the key path `wrappedKeyPath` forms (the property's,
-    /// as declared).
+    /// Creates the property's sentinel in `sentinel` (`nil`: the caller
+    /// looked) on its first observation: an ``_ObservableSentinel`` if the
+    /// class reports to Observation (`reporting`), whose channel keeps the
+    /// key path `wrappedKeyPath` forms (the property's, as declared); and
+    /// records the property into `tracker`, if any. Nothing inside the
+    /// object's own `deinit`. Returns the field's bits.
     ///
-    /// Called under `_lockSentinelCreation()`; runs no user code.
-    @usableFromInline
-    static func _recordAccess(
-        _ instance: AnyObject, _ wrappedKeyPath: () -> AnyKeyPath, creatingSentinel sentinel: inout _Sentinel?,
-        into tracker: UnsafeMutableRawPointer
-    ) {
-        // Never create a sentinel inside the object's own deinit.
-        guard !_swift_isDeallocating(instance) else { return }
-        let created = _Sentinel(object: instance, keyPath: wrappedKeyPath())
+    /// Called under `_lockSentinelCreation()`, which serializes every write
+    /// of a sentinel field; runs no user code.
+    @usableFromInline @inline(never)
+    static func _createSentinel(
+        of instance: AnyObject, reporting: Bool, recordingInto tracker: UnsafeMutableRawPointer?,
+        _ wrappedKeyPath: () -> AnyKeyPath, in sentinel: inout _Sentinel?
+    ) -> UInt {
+        guard !_swift_isDeallocating(instance) else { return 0 }
+        let created =
+            reporting
+            ? _ObservableSentinel(object: instance, keyPath: wrappedKeyPath(), sameness: _sameness())
+            : _Sentinel(object: instance, keyPath: wrappedKeyPath())
         sentinel = created
-        // Where the field is, validated later only if registration caches it.
-        let base = UnsafeRawPointer(Unmanaged.passUnretained(instance).toOpaque())
-        let offset = withUnsafeMutablePointer(to: &sentinel) { UnsafeRawPointer($0) - base }
-        _AccessTracker.record(
-            _Access(object: instance, channel: created.channel, knownSentinelFieldOffset: offset),
-            into: tracker)
+        if let tracker {
+            // Where the field is, validated later only if registration
+            // caches it.
+            let base = UnsafeRawPointer(Unmanaged.passUnretained(instance).toOpaque())
+            let offset = withUnsafeMutablePointer(to: &sentinel) { UnsafeRawPointer($0) - base }
+            _AccessTracker.record(
+                _Access(object: instance, channel: created.channel, knownSentinelFieldOffset: offset),
+                into: tracker)
+        }
+        // Borrowed: the field holds it.
+        return UInt(bitPattern: Unmanaged.passUnretained(created).toOpaque())
     }
 }
 

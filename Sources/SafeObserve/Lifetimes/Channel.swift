@@ -478,11 +478,13 @@ final class _Channel: Sendable {
 
     /// The observed property's key path as declared (`\Counter.count`, the
     /// `@Observed` getter's own), kept here once so that a tracked read
-    /// records the channel alone; `nil` for a notification hub's channels,
-    /// which observe no property.
+    /// records the channel alone, and so that a property reporting to
+    /// Observation names itself with it rather than forming its key path
+    /// on every access; `nil` for a notification hub's channels, which
+    /// observe no property.
     // nonisolated(unsafe): immutable, and a key path object is never mutated
     // after it is formed (a property's captures nothing), so sharing it is safe.
-    nonisolated(unsafe) let keyPath: AnyKeyPath?
+    @usableFromInline nonisolated(unsafe) let keyPath: AnyKeyPath?
 
     init(object: AnyObject, keyPath: AnyKeyPath?) {
         self.object = _UnretainedReference(object)

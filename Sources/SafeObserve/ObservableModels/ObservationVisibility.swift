@@ -49,9 +49,10 @@ extension SafeObservable where Self: Observable {
         _ event: _ObservationEvent, of keyPath: AnyKeyPath, as member: Member.Type,
         to registrar: ObservationRegistrar
     ) {
-        // unsafeDowncast: the `@Observed` accessors pass their own key path,
-        // a `KeyPath<EnclosingSelf, Member>`, and call this on an
-        // `EnclosingSelf`, which is `Self` here.
+        // unsafeDowncast: the `@Observed` accessors pass their property's
+        // key path as declared (its channel's), a
+        // `ReferenceWritableKeyPath<EnclosingSelf, Member>`, and call this
+        // on an `EnclosingSelf`, which is `Self` here.
         let keyPath = unsafeDowncast(keyPath, to: KeyPath<Self, Member>.self)
         switch event {
         case .access: registrar.access(self, keyPath: keyPath)
@@ -109,36 +110,29 @@ final class _ObservableSentinel: _Sentinel, @unchecked Sendable {
 }
 
 extension Observed {
-    /// Reports a read of the property to Observation, creating its sentinel
-    /// (with the registrar) on its first read.
-    @inlinable @inline(__always)
-    static func _reportAccess<EnclosingSelf: SafeObservable>(
-        of instance: EnclosingSelf,
-        _ wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>,
-        _ storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
-    ) {
-        // Read, borrowed (see `_sentinel`): reads on several threads at once
-        // are fine. Only the first read writes the field (documented: it
-        // needs what a write needs).
-        var sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
-        if sentinelBits == 0 {
-            sentinelBits = _createObservableSentinel(
-                of: instance, { wrappedKeyPath }, in: &instance[keyPath: storageKeyPath]._sentinel)
-        }
-        _report(.access, of: instance, wrappedKeyPath, sentinelBits: sentinelBits)
-    }
-
     /// Reports `event` to the registrar of the sentinel `sentinelBits`
-    /// points to (borrowed: the caller holds `instance`), if it has one.
+    /// points to (borrowed: the caller holds `instance`), if it has one,
+    /// naming the property with the key path its channel keeps (borrowed
+    /// too: the sentinel holds the channel, the channel the key path), so
+    /// that no accessor forms its key path to report.
     @inlinable @inline(__always)
     static func _report<EnclosingSelf: SafeObservable>(
-        _ event: _ObservationEvent, of instance: EnclosingSelf,
-        _ wrappedKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Value>, sentinelBits: UInt
+        _ event: _ObservationEvent, of instance: EnclosingSelf, sentinelBits: UInt
     ) {
         guard let address = UnsafeRawPointer(bitPattern: sentinelBits) else { return }
         _ObservableSentinel.withBorrowed(at: address, absent: ()) { observable in
-            instance._report(event, of: wrappedKeyPath, as: Value.self, to: observable.registrar)
+            Unmanaged.passUnretained(observable.channel.keyPath.unsafelyUnwrapped)._withUnsafeGuaranteedRef { keyPath in
+                instance._report(event, of: keyPath, as: Value.self, to: observable.registrar)
+            }
         }
+    }
+
+    /// Reports a read to the registrar of the sentinel `sentinelBits` points
+    /// to (see ``_report(_:of:sentinelBits:)``): out of line, so that the
+    /// getter stays small enough to inline.
+    @inlinable @inline(never)
+    static func _reportAccess<EnclosingSelf: SafeObservable>(of instance: EnclosingSelf, sentinelBits: UInt) {
+        _report(.access, of: instance, sentinelBits: sentinelBits)
     }
 
     /// Whether assigning `newValue` reports a change to Observation, as an
@@ -157,25 +151,6 @@ extension Observed {
             let old = instance[keyPath: storageKeyPath]._value
             return !withUnsafePointer(to: old) { old in withUnsafePointer(to: newValue) { isSame(old, $0) } }
         }
-    }
-
-    /// Creates the property's ``_ObservableSentinel`` in `sentinel` (`nil`
-    /// when its caller looked) on its first read, unless the object is being
-    /// destroyed. Returns the field's bits.
-    ///
-    /// Under `_lockSentinelCreation()`, which serializes every write of a
-    /// sentinel field. Runs no user code.
-    @usableFromInline @inline(never)
-    static func _createObservableSentinel(
-        of instance: AnyObject, _ wrappedKeyPath: () -> AnyKeyPath, in sentinel: inout _Sentinel?
-    ) -> UInt {
-        _lockSentinelCreation()
-        defer { _unlockSentinelCreation() }
-        if sentinel == nil, !_swift_isDeallocating(instance) {
-            sentinel = _ObservableSentinel(object: instance, keyPath: wrappedKeyPath(), sameness: _sameness())
-        }
-        // Borrowed: the field holds it.
-        return unsafeBitCast(sentinel, to: UInt.self)
     }
 
     /// How an `@Observable` class's setter compares the values of a

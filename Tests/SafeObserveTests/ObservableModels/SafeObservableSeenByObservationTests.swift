@@ -346,6 +346,46 @@ struct SafeObservableSeenByObservationTests {
         }
     }
 
+    /// A property read before SafeObserve observes it has a sentinel that
+    /// no relation was ever added to (its setter skips the emission then):
+    /// a relation added later is told every change, and after it ended the
+    /// property still reports to Observation.
+    @Test func aPropertyReadBeforeItsFirstRelation_deliversToRelationsAddedLater() {
+        let safe = SafeModel()
+        _ = safe.count
+        safe.count = 1
+        let listener = Listener()
+        var told: [Int] = []
+        let token = safe.safeObserve(\.count, by: listener, options: [.new]) { _, _, change in
+            told.append(change.newValue!)
+        }
+        safe.count = 2
+        safe.count += 1
+        #expect(told == [2, 3])
+        token.invalidate()
+        safe.count = 4
+        #expect(told == [2, 3])
+        #expect(firings({ _ = safe.count }, after: { safe.count = 5 }) == 1)
+    }
+
+    /// A property first read by a registration resolving a derived key path
+    /// gets the sentinel that reports to Observation, as a plain first read
+    /// would: Observation then sees it, and the relation is told.
+    @Test func aPropertyFirstReadByARegistrationsResolution_isSeenByObservation() {
+        for _ in 0..<3 {
+            let safe = SafeModel()
+            let listener = Listener()
+            var told: [String] = []
+            let token = safe.safeObserve(\.summary, by: listener, options: [.new]) { _, _, change in
+                told.append(change.newValue!)
+            }
+            #expect(firings({ _ = safe.count }, after: { safe.count = 1 }) == 1)
+            #expect(firings({ _ = safe.summary }, after: { safe.name = "b" }) == 1)
+            #expect(told == ["a:1", "b:1"])
+            token.invalidate()
+        }
+    }
+
     /// The choice is made once per conformance: `Observable` added by a
     /// subclass of a class that declared only `SafeObservable` is not seen
     /// (as documented).
