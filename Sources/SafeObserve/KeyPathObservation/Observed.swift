@@ -92,16 +92,10 @@ public struct Observed<Value> {
         @inline(__always) get {
             // Folded away unless the class also conforms to `Observable`.
             if EnclosingSelf._reportsToObservation {
-                if _activeTrackers.load(ordering: .relaxed) == 0 {
-                    // Both fields in one access (one exclusivity check);
-                    // copying the value runs no user code. Borrowed (see
-                    // `_sentinel`): `instance` is held for this call.
-                    let value = instance[keyPath: storageKeyPath]._value
-                    let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
-                    if sentinelBits != 0 {
-                        _reportAccess(of: instance, sentinelBits: sentinelBits)
-                        return value
-                    }
+                if _activeTrackers.load(ordering: .relaxed) == 0,
+                    let value = _readReported(instance, storageKeyPath)
+                {
+                    return value
                 }
                 return _readObserved(instance, wrappedKeyPath, storageKeyPath)
             }
@@ -201,6 +195,23 @@ public struct Observed<Value> {
         }
     }
 
+    /// The getter's fast path for a class that reports to Observation: the
+    /// value, its read reported, once the property has its sentinel (`nil`
+    /// before its first read). Both fields are read in one access (one
+    /// exclusivity check); copying the value runs no user code, and the
+    /// sentinel is borrowed (see `_sentinel`): `instance` is held for the
+    /// call.
+    @inlinable @inline(__always)
+    static func _readReported<EnclosingSelf: SafeObservable>(
+        _ instance: EnclosingSelf, _ storageKeyPath: ReferenceWritableKeyPath<EnclosingSelf, Observed<Value>>
+    ) -> Value? {
+        let value = instance[keyPath: storageKeyPath]._value
+        let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
+        guard sentinelBits != 0 else { return nil }
+        _reportAccess(of: instance, sentinelBits: sentinelBits)
+        return value
+    }
+
     /// The getter off its fast path: the property's first read (if the
     /// class reports to Observation), or registration resolving a key path
     /// on some thread (this thread's, if any, records the property).
@@ -213,14 +224,9 @@ public struct Observed<Value> {
         let tracker = _activeTrackers.load(ordering: .relaxed) != 0 ? _trackerOnThisThread() : nil
         if tracker == nil {
             guard EnclosingSelf._reportsToObservation else { return instance[keyPath: storageKeyPath]._value }
-            // Reporting, and not recording: as the getter's fast path, which
+            // Reporting, and not recording: the getter's fast path, which
             // registration elsewhere diverted here.
-            let value = instance[keyPath: storageKeyPath]._value
-            let sentinelBits = unsafeBitCast(instance[keyPath: storageKeyPath]._sentinel, to: UInt.self)
-            if sentinelBits != 0 {
-                _reportAccess(of: instance, sentinelBits: sentinelBits)
-                return value
-            }
+            if let value = _readReported(instance, storageKeyPath) { return value }
         }
         // Registrations only read the object, so several may run at once,
         // on several threads: the sentinel field is only touched under this
