@@ -443,8 +443,13 @@ struct NotificationHubScalingTests {
     }
 
     /// `relations()` and `relations(observedBy:)` are O(*n* log *n*): each
-    /// relation listed costs at 20,000 within a small factor (a log's) of
-    /// what it costs at 200.
+    /// relation listed costs at 20,000 within a small factor of what it
+    /// costs at 200, where a quadratic listing would cost 100×.
+    ///
+    /// The factor is the sort's log (1.9×) times the cache: 20,000
+    /// relations do not fit in a core's cache, 200 do. A release build
+    /// measures 2.4–3.3× on an idle machine and 4.2× was seen under CI's
+    /// load, so the bound is 8.
     @Test func listingAHubsRelations_costsAboutTheSamePerRelation_with20000AsWith200() {
         /// A hub where one listener observes `count` senders (`count`
         /// sender channels), with that listener.
@@ -461,7 +466,7 @@ struct NotificationHubScalingTests {
         // listing alternate, so that both see the same load from the rest
         // of a parallel run.
         var last: [(early: Duration, late: Duration)] = []
-        let ratios = smallestRatios(below: 4) {
+        let ratios = smallestRatios(below: 8) {
             var early = (hub: Duration.seconds(1_000_000), listener: Duration.seconds(1_000_000))
             var late = early
             for _ in 0..<7 {
@@ -478,7 +483,7 @@ struct NotificationHubScalingTests {
         }
         for ((label, (early, late)), ratio) in zip(zip(["relations()", "relations(observedBy:)"], last), ratios) {
             #expect(
-                ratio < 4,
+                ratio < 8,
                 "\(label) costs \(ratio)× per relation with 20,000 what it costs with 200 (last attempt \(describe(early)) → \(describe(late)) per 20,000 listed)"
             )
         }
