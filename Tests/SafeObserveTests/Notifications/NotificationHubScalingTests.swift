@@ -60,6 +60,10 @@ struct NotificationHubScalingTests {
 
     /// Registering on a new sender sweeps a bounded number of old channels,
     /// however many senders died before.
+    ///
+    /// The bound is 8: the hub's table of 131,072 channels does not fit in
+    /// a core's cache, so a release build measures up to 2.9× on an idle
+    /// machine, while sweeping the dead channels would cost 128×.
     @Test func registrationAfterManySendersDied_doesNotScaleWithTheDeadSendersChannels() {
         /// Registrations on new senders (each creating a sender channel and
         /// sweeping two old ones) after `dead` senders with channels died.
@@ -82,12 +86,12 @@ struct NotificationHubScalingTests {
             return duration
         }
         var last = (early: Duration.zero, late: Duration.zero)
-        let ratio = smallestRatios(below: 4) {
+        let ratio = smallestRatios(below: 8) {
             last = (registrations(afterDeadSenders: 1_024), registrations(afterDeadSenders: 131_072))
             return [last.late / last.early]
         }[0]
         #expect(
-            ratio < 4,
+            ratio < 8,
             "registration after 131,072 senders died costs \(ratio)× what it costs after 1,024 (last attempt \(describe(last.early)) → \(describe(last.late)) per 64)"
         )
     }
